@@ -1,0 +1,1 @@
+"""muarl server side: store, tools, agent, API and serving. Never imports rl/."""

@@ -1,0 +1,45 @@
+"""Settings for every muarl process, read once from the environment or `.env`.
+
+When no `DATABASE_URL` is given the store runs on an embedded PostgreSQL under `var/`
+(see `backend.db.embedded`); when no `REDIS_URL` is given, on an embedded Redis.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    """All muarl settings. Environment names are given explicitly so they stay stable."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
+    test_database_url: str | None = Field(default=None, alias="TEST_DATABASE_URL")
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    var_dir: Path = Field(default=PROJECT_ROOT / "var", alias="MUARL_VAR_DIR")
+    benchmarks_dir: Path = Field(default=PROJECT_ROOT.parent / "shared" / "benchmarks", alias="MUARL_BENCHMARKS_DIR")
+
+    llm_base_url: str | None = Field(default=None, alias="MUARL_LLM_BASE_URL")
+    llm_model: str | None = Field(default=None, alias="MUARL_LLM_MODEL")
+    llm_api_key: str | None = Field(default=None, alias="MUARL_LLM_API_KEY")
+    llm_timeout_s: float = Field(default=60.0, alias="MUARL_LLM_TIMEOUT_S")
+    llm_max_retries: int = Field(default=2, alias="MUARL_LLM_MAX_RETRIES")
+
+    mcp_token: str | None = Field(default=None, alias="MUARL_MCP_TOKEN")
+    ops_token: str | None = Field(default=None, alias="MUARL_OPS_TOKEN")
+
+    log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
+    log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings (cached; tests call `get_settings.cache_clear()`)."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""backend/serving package."""

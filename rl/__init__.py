@@ -1,0 +1,1 @@
+"""muarl learning side: tasks, sandboxes, simulators, policies, cold start, GRPO, evaluation."""

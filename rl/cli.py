@@ -1,0 +1,11 @@
+"""Registers the learning side's commands on the `muarl` CLI (entry point `muarl.cli`).
+Each area keeps its commands in its own module and is added here with one line."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add rl commands (`tau`, `tasks`, `eval`, `train`, `experiment`, ...) to `app`."""
+    del app

@@ -1,0 +1,1 @@
+"""rl/eval package."""
