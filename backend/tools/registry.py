@@ -105,7 +105,7 @@ class ToolResult:
 
 
 class ToolRegistry:
-    """Tools by name, in declaration order."""
+    """Tools by name (listed in name order, as tau-bench lists them)."""
 
     def __init__(self, domain: str) -> None:
         self.domain = domain
@@ -121,7 +121,7 @@ class ToolRegistry:
         return name in self._tools
 
     def __iter__(self):
-        return iter(self._tools.values())
+        return iter(sorted(self._tools.values(), key=lambda t: t.name))
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -131,13 +131,13 @@ class ToolRegistry:
 
     @property
     def names(self) -> list[str]:
-        return list(self._tools)
+        return sorted(self._tools)
 
     def openai_schemas(self) -> list[dict[str, Any]]:
-        return [t.openai_schema() for t in self._tools.values()]
+        return [t.openai_schema() for t in self]
 
     def terminal_names(self) -> set[str]:
-        return {t.name for t in self._tools.values() if t.kind is ToolKind.TERMINAL}
+        return {t.name for t in self if t.kind is ToolKind.TERMINAL}
 
     async def call(self, ctx: ToolContext, name: str, arguments: Any) -> ToolResult:
         """Run tool `name` with `arguments` (a dict or a JSON object string). Never raises."""
