@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import TextClause, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 Record = dict[str, Any]
@@ -132,17 +133,21 @@ def _product_from_json(raw: str) -> Record:
     return doc
 
 
+@lru_cache(maxsize=32)
+def _statement(sql: str, alias: str, order_by: str, by_ids: bool) -> TextClause:
+    where = f" WHERE {alias}.id = ANY(:ids)" if by_ids else ""
+    return text(f"{sql}{where} ORDER BY {alias}.{order_by}")
+
+
 async def _fetch(conn: AsyncConnection, sql: str, alias: str, ids: Iterable[str] | None,
                  order_by: str, parse) -> dict[str, Record]:
     if ids is None:
-        rows = await conn.execute(text(f"{sql} ORDER BY {alias}.{order_by}"))
+        rows = await conn.execute(_statement(sql, alias, order_by, False))
     else:
         id_list = list(dict.fromkeys(ids))
         if not id_list:
             return {}
-        rows = await conn.execute(
-            text(f"{sql} WHERE {alias}.id = ANY(:ids) ORDER BY {alias}.{order_by}"), {"ids": id_list}
-        )
+        rows = await conn.execute(_statement(sql, alias, order_by, True), {"ids": id_list})
     return {row[0]: parse(row[1]) for row in rows}
 
 

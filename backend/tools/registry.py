@@ -176,10 +176,19 @@ def _ms(start: float) -> float:
 
 
 async def _run_in_transaction(t: Tool, ctx: ToolContext, args: dict[str, Any]) -> str:
+    """Writes run in one transaction (a savepoint inside the caller's). Reads outside a
+    transaction run in autocommit: a single round trip, no BEGIN/COMMIT."""
     conn = ctx.conn
     if conn.in_transaction():
         async with conn.begin_nested():
             return await t.func(ctx, **args)
+    if t.read_only:
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            return await t.func(ctx, **args)
+        finally:
+            await conn.commit()
+            await conn.execution_options(isolation_level=conn.default_isolation_level)
     async with conn.begin():
         return await t.func(ctx, **args)
 
