@@ -93,6 +93,30 @@ def store_export(out: Annotated[Path, typer.Option("--out", help="output JSON fi
         console.print(f"wrote {out}")
 
 
+@store_app.command("seed")
+def store_seed(
+    seed: Annotated[int, typer.Option(help="random seed (same seed and size: identical store)")] = 0,
+    users: Annotated[int, typer.Option(min=1, help="number of customers")] = 500,
+    replace: Annotated[bool, typer.Option(help="replace a non-empty store")] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="write the JSON here instead of loading it")] = None,
+) -> None:
+    """Generate a synthetic store (orders in every status) and load it into the store."""
+    from backend.store.seed import generate_store
+
+    data = generate_store(seed, users)
+    if out is not None:
+        out.write_text(json.dumps(data, indent=2) + "\n")
+        console.print(f"wrote {out}")
+        return
+    from backend.store.service import load_data_into_store
+
+    try:
+        counts = asyncio.run(load_data_into_store(data, replace=replace))
+    except ValueError as e:
+        raise fail(str(e), 2) from None
+    console.print(f"seeded {counts['users']} users, {counts['orders']} orders, {counts['products']} products")
+
+
 def _load_plugins() -> None:
     for ep in entry_points(group="muarl.cli"):
         try:
