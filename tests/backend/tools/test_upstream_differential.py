@@ -105,7 +105,8 @@ async def test_tools_match_upstream_semantics(tau_conn, tau_retail, tau_data_dir
         item = order["items"][0]
         variants = list(tau_retail["products"][item["product_id"]]["variants"])
         calls += [
-            {"name": "modify_pending_order_payment", "kwargs": {"order_id": oid, "payment_method_id": rng.choice(methods)}},
+            {"name": "modify_pending_order_payment",
+             "kwargs": {"order_id": oid, "payment_method_id": rng.choice(methods)}},
             {"name": "modify_pending_order_items", "kwargs": {"order_id": oid, "item_ids": [item["item_id"]],
                                                               "new_item_ids": [rng.choice(variants)],
                                                               "payment_method_id": rng.choice(methods)}},

@@ -103,7 +103,8 @@ def cancel_pending_order(data: Data, order_id: str, reason: str) -> str:
         raise Refusal("invalid reason")
     refunds = []
     for p in order["payment_history"]:
-        refunds.append({"transaction_type": "refund", "amount": p["amount"], "payment_method_id": p["payment_method_id"]})
+        pm_id = p["payment_method_id"]
+        refunds.append({"transaction_type": "refund", "amount": p["amount"], "payment_method_id": pm_id})
         if "gift_card" in p["payment_method_id"]:
             pm = _methods(data, order)[p["payment_method_id"]]
             pm["balance"] = round(pm["balance"] + p["amount"], 2)
