@@ -1,0 +1,330 @@
+"""Sandboxes: private writable copies of a snapshot, one per episode, handed out by a pool.
+
+A `Sandbox` is a database made with `CREATE DATABASE .. TEMPLATE <snapshot>` and one open
+`AsyncConnection` to it (`sandbox.conn`, outside any transaction; tools open their own), so an
+episode can call tools at once. Sandboxes are disposable, so their sessions run with
+`synchronous_commit = off` (a crash loses at most the last few episode writes, never the
+snapshot or the live store).
+
+`SandboxPool` keeps `size` sandboxes ready: `acquire()` pops a ready one (a list pop, well under
+a millisecond) and wakes a background task that copies a replacement; when none is ready it
+makes one on demand. `release()` closes the connection and drops the database in the
+background (`DROP DATABASE .. WITH (FORCE)`). The pool never holds more sandboxes at once than
+the server's connection limit allows (ready + in use + being made <= `max_sandboxes`; acquire
+waits for a release beyond that), and `close()` drops everything it made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import structlog
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from backend.db.engine import admin_url, check_db_name, with_database
+from backend.tools.context import Principal, ToolContext
+from rl.env.changes import Changes, changed_records
+from rl.env.snapshot import Snapshot
+
+log = structlog.get_logger(__name__)
+
+Strategy = Literal["wal_log", "file_copy"]
+# Measured on the 2-core dev machine (bench/env_bench.py --strategies): WAL_LOG copies the
+# ~14 MB tau store in ~25-40 ms without forcing checkpoints; FILE_COPY needs two checkpoints
+# per copy and is several times slower under concurrent writes.
+DEFAULT_STRATEGY: Strategy = "wal_log"
+SANDBOX_SESSION_SETTINGS = {"synchronous_commit": "off", "jit": "off"}
+
+
+@dataclass(eq=False)
+class Sandbox:
+    """A private copy of `snapshot` with an open connection (`conn`, no transaction open)."""
+
+    name: str
+    url: str
+    snapshot: Snapshot
+    engine: AsyncEngine = field(repr=False)
+    conn: AsyncConnection = field(repr=False)
+    pool: SandboxPool | None = field(default=None, repr=False)
+    created_ms: float = 0.0
+
+    def tool_context(self, principal: Principal | None = None, *, upstream_compat: bool = False) -> ToolContext:
+        """A ToolContext on this sandbox (staff unless a principal is given)."""
+        return ToolContext(self.conn, principal or Principal.staff(), upstream_compat=upstream_compat)
+
+    async def changed_records(self) -> Changes:
+        """Records that differ from the snapshot (see `rl.env.changes.changed_records`)."""
+        return await changed_records(self.conn, self.snapshot)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.conn.close()
+        with contextlib.suppress(Exception):
+            await self.engine.dispose()
+
+
+def _admin_engine(server_url: str) -> AsyncEngine:
+    return create_async_engine(admin_url(server_url), poolclass=NullPool, isolation_level="AUTOCOMMIT")
+
+
+async def create_sandbox(admin: AsyncConnection, snapshot: Snapshot, name: str, *,
+                         strategy: Strategy = DEFAULT_STRATEGY, pool: SandboxPool | None = None) -> Sandbox:
+    """Copy `snapshot` into database `name` (via the autocommit `admin` connection) and connect."""
+    start = time.perf_counter()
+    await admin.execute(text(
+        f'CREATE DATABASE "{name}" TEMPLATE "{snapshot.name}" STRATEGY {strategy.upper()}'
+    ))
+    url = with_database(snapshot.server_url, name)
+    engine = create_async_engine(url, poolclass=NullPool,
+                                 connect_args={"server_settings": SANDBOX_SESSION_SETTINGS})
+    try:
+        conn = await engine.connect()
+    except BaseException:
+        await engine.dispose()
+        await admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        raise
+    return Sandbox(name, url, snapshot, engine, conn, pool, (time.perf_counter() - start) * 1000)
+
+
+class SandboxPool:
+    """Ready-made sandboxes of one snapshot, refilled in the background."""
+
+    def __init__(self, snapshot: Snapshot, size: int = 8, *, max_sandboxes: int | None = None,
+                 workers: int = 2, strategy: Strategy = DEFAULT_STRATEGY) -> None:
+        if size < 0 or workers < 1:
+            raise ValueError("size must be >= 0 and workers >= 1")
+        self.snapshot = snapshot
+        self.size = size
+        self.workers = workers
+        self.strategy: Strategy = strategy
+        self.max_sandboxes = max_sandboxes
+        self._id = uuid.uuid4().hex[:6]
+        self._n = 0
+        self._ready: list[Sandbox] = []
+        self._in_use: set[Sandbox] = set()
+        self._creating = 0
+        self._made: set[str] = set()  # every database this pool created and has not dropped
+        self._admin_engine: AsyncEngine | None = None
+        self._admins: asyncio.Queue[AsyncConnection] = asyncio.Queue()
+        self._changed = asyncio.Condition()
+        self._need = asyncio.Event()
+        self._refill_task: asyncio.Task | None = None
+        self._drops: set[asyncio.Task] = set()
+        self._closed = False
+        self.last_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, *, wait: bool = True) -> SandboxPool:
+        """Open admin connections, start refilling; with `wait`, return once `size` are ready."""
+        self._admin_engine = _admin_engine(self.snapshot.server_url)
+        for _ in range(self.workers + 1):
+            self._admins.put_nowait(await self._admin_engine.connect())
+        if self.max_sandboxes is None:
+            self.max_sandboxes = await self._connection_budget()
+        self.size = min(self.size, self.max_sandboxes)
+        self._refill_task = asyncio.create_task(self._refill_loop(), name=f"sandbox-refill-{self._id}")
+        self._need.set()
+        if wait:
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self._ready) >= self.size or self.last_error)
+            if self.last_error is not None and not self._ready and self.size:
+                err = self.last_error
+                await self.close()
+                raise err
+        return self
+
+    async def __aenter__(self) -> SandboxPool:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop refilling and drop every database this pool made (in use ones included)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._refill_task is not None:
+            self._refill_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._refill_task
+        if self._drops:
+            await asyncio.gather(*self._drops, return_exceptions=True)
+        for sb in [*self._ready, *self._in_use]:
+            await sb.close()
+        self._ready.clear()
+        self._in_use.clear()
+        if self._admin_engine is not None:
+            async with self._admin_engine.connect() as admin:
+                for name in sorted(self._made):
+                    try:
+                        await admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                    except Exception:
+                        log.exception("sandbox.drop_failed", name=name)
+            self._made.clear()
+            while not self._admins.empty():
+                with contextlib.suppress(Exception):
+                    await self._admins.get_nowait().close()
+            await self._admin_engine.dispose()
+
+    # ------------------------------------------------------------------ handing out
+
+    async def acquire(self) -> Sandbox:
+        """A fresh sandbox: a ready one when available, else one made now."""
+        if self._closed or self._refill_task is None:
+            raise RuntimeError("sandbox pool is not running (call start())")
+        while True:
+            if self._ready:
+                sb = self._ready.pop()
+                self._in_use.add(sb)
+                self._need.set()
+                return sb
+            if self._live < (self.max_sandboxes or 0):
+                return await self._make(in_use=True)
+            async with self._changed:
+                await self._changed.wait_for(lambda: bool(self._ready) or self._live < (self.max_sandboxes or 0))
+
+    async def release(self, sandbox: Sandbox) -> None:
+        """Give a sandbox back: its database is dropped in the background."""
+        if sandbox not in self._in_use:
+            return
+        self._in_use.discard(sandbox)
+        task = asyncio.create_task(self._drop(sandbox))
+        self._drops.add(task)
+        task.add_done_callback(self._drops.discard)
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self) -> AsyncIterator[Sandbox]:
+        sb = await self.acquire()
+        try:
+            yield sb
+        finally:
+            await self.release(sb)
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    @property
+    def in_use(self) -> int:
+        return len(self._in_use)
+
+    @property
+    def databases(self) -> set[str]:
+        """Names of the databases this pool made that still exist (or are being dropped)."""
+        return set(self._made)
+
+    # ------------------------------------------------------------------ internals
+
+    @property
+    def _live(self) -> int:
+        return len(self._ready) + len(self._in_use) + self._creating
+
+    async def _connection_budget(self) -> int:
+        admin = await self._admins.get()
+        try:
+            limit = int(await admin.scalar(text("SHOW max_connections")))
+            reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
+        finally:
+            self._admins.put_nowait(admin)
+        # leave room for the pool's own admin connections and for other clients of the server
+        return max(1, limit - reserved - (self.workers + 1) - 12)
+
+    @property
+    def name_prefix(self) -> str:
+        """Every database this pool makes is named `<prefix><n>`."""
+        return f"{self.snapshot.name}_{self._id}_"
+
+    def _next_name(self) -> str:
+        self._n += 1
+        return check_db_name(f"{self.name_prefix}{self._n}")
+
+    async def _make(self, *, in_use: bool) -> Sandbox:
+        self._creating += 1
+        name = self._next_name()
+        admin = await self._admins.get()
+        try:
+            self._made.add(name)
+            sb = await create_sandbox(admin, self.snapshot, name, strategy=self.strategy, pool=self)
+        except BaseException:
+            self._made.discard(name)
+            raise
+        finally:
+            self._admins.put_nowait(admin)
+            self._creating -= 1
+        if self._closed:
+            await self._drop(sb)
+            raise RuntimeError("sandbox pool closed")
+        if in_use:
+            self._in_use.add(sb)
+        else:
+            self._ready.append(sb)
+        async with self._changed:
+            self._changed.notify_all()
+        return sb
+
+    async def _refill_loop(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            await self._need.wait()
+            self._need.clear()
+            while not self._closed:
+                deficit = self.size - len(self._ready) - self._creating
+                room = (self.max_sandboxes or 0) - self._live
+                n = min(deficit, room, self.workers)
+                if n <= 0:
+                    break
+                results = await asyncio.gather(*(self._make(in_use=False) for _ in range(n)),
+                                               return_exceptions=True)
+                errors = [r for r in results if isinstance(r, BaseException)]
+                if errors:
+                    self.last_error = errors[0]
+                    log.warning("sandbox.refill_failed", error=str(errors[0]))
+                    async with self._changed:
+                        self._changed.notify_all()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                else:
+                    backoff = 0.05
+
+    async def _drop(self, sandbox: Sandbox) -> None:
+        await sandbox.close()
+        admin = await self._admins.get()
+        try:
+            await admin.execute(text(f'DROP DATABASE IF EXISTS "{sandbox.name}" WITH (FORCE)'))
+            self._made.discard(sandbox.name)
+        except Exception:
+            log.exception("sandbox.drop_failed", name=sandbox.name)
+        finally:
+            self._admins.put_nowait(admin)
+        async with self._changed:
+            self._changed.notify_all()
+        self._need.set()
+
+
+@contextlib.asynccontextmanager
+async def temporary_sandbox(snapshot: Snapshot, *, strategy: Strategy = DEFAULT_STRATEGY) -> AsyncIterator[Sandbox]:
+    """A one-off sandbox outside any pool, dropped on exit (for occasional use, e.g. a gold replay)."""
+    engine = _admin_engine(snapshot.server_url)
+    try:
+        async with engine.connect() as admin:
+            name = f"{snapshot.name}_tmp_{uuid.uuid4().hex[:6]}"
+            try:
+                sb = await create_sandbox(admin, snapshot, name, strategy=strategy)
+                try:
+                    yield sb
+                finally:
+                    await sb.close()
+            finally:
+                await admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await engine.dispose()
