@@ -1,0 +1,80 @@
+"""The GRPO objective, written out: group-normalised advantages, PPO clipping, k3 KL to a frozen
+reference, token-mean aggregation.
+
+Variant (verl's `grpo` advantage estimator with `loss_agg_mode=token-mean`, as MUA-RL trains):
+- one scalar reward per rollout (0/1 task completion); rollouts of the same task form a group;
+  rollouts marked `excluded` (infrastructure or simulator failure) get advantage 0 and do not count
+  in their group's mean or std;
+- advantage = (r - group mean) / (group sample std (n-1) + 1e-6); a group of one member uses mean 0 and
+  std 1 (verl's convention); a group whose rewards are all equal gets 0;
+- the advantage is broadcast to every token the agent generated (loss mask 1) and to nothing else;
+- PPO clip 0.2: per-token loss max(-A*ratio, -A*clip(ratio, 0.8, 1.2)), ratio = exp(logp - logp_old);
+- KL penalty in the loss (not in the reward) with the low-variance k3 estimator:
+  d = logp_ref - logp, kl = exp(d) - d - 1, clamped to [-10, 10], coefficient 0.001;
+- token-mean: the sum over all mask-1 tokens of the batch divided by their count (no per-sequence
+  averaging, so long answers are not down-weighted); no entropy bonus.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+
+def group_advantages(rewards: Sequence[float], groups: Sequence[str], excluded: Sequence[bool] | None = None,
+                     eps: float = 1e-6) -> list[float]:
+    """One advantage per rollout (see the module docstring for the exact rule)."""
+    excluded = excluded or [False] * len(rewards)
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, (g, ex) in enumerate(zip(groups, excluded, strict=True)):
+        if not ex:
+            members[g].append(i)
+    adv = [0.0] * len(rewards)
+    for idx in members.values():
+        scores = [float(rewards[i]) for i in idx]
+        if len(scores) == 1:
+            mean, std = 0.0, 1.0
+        else:
+            mean = sum(scores) / len(scores)
+            std = math.sqrt(sum((s - mean) ** 2 for s in scores) / (len(scores) - 1))
+        for i, s in zip(idx, scores, strict=True):
+            adv[i] = (s - mean) / (std + eps)
+    return adv
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    d = ref_logp - logp
+    return (torch.exp(d) - d - 1).clamp(-10.0, 10.0)
+
+
+def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                        clip: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token PPO loss and a per-token 'was clipped' indicator."""
+    ratio = torch.exp(logp - old_logp)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip, 1.0 + clip)
+    return torch.maximum(unclipped, clipped), (clipped > unclipped).float()
+
+
+def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                    advantages: torch.Tensor, mask: torch.Tensor, clip: float = 0.2,
+                    kl_coef: float = 0.001) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """SUM over mask-1 tokens of the per-token objective (divide by the batch's mask-1 count for the
+    token mean; the trainer does so across micro-batches). Returns the sum and summed statistics."""
+    pg, clipped = clipped_policy_loss(logp, old_logp, advantages, clip)
+    per_token = pg
+    kl = torch.zeros_like(logp)
+    if ref_logp is not None and kl_coef:
+        kl = k3_kl(logp, ref_logp)
+        per_token = pg + kl_coef * kl
+    m = mask.float()
+    return (per_token * m).sum(), {"pg": (pg * m).sum().detach(), "kl": (kl * m).sum().detach(),
+                                   "clipped": (clipped * m).sum(), "tokens": m.sum()}
+
+
+def token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.float()
+    return (values * m).sum() / m.sum().clamp(min=1.0)
