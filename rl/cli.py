@@ -8,4 +8,6 @@ import typer
 
 def register(app: typer.Typer) -> None:
     """Add rl commands (`tau`, `tasks`, `eval`, `train`, `experiment`, ...) to `app`."""
-    del app
+    from rl.tau_cli import register as register_tau
+
+    register_tau(app)

@@ -23,7 +23,7 @@ from rl.env.sandbox import Sandbox, SandboxPool, temporary_sandbox
 from rl.env.snapshot import Snapshot
 
 
-def _ensure_tools_registered() -> None:
+def ensure_tools_registered() -> None:
     try:
         import backend.tools.retail  # noqa: F401  (registers the retail tools on RETAIL)
     except ModuleNotFoundError as e:
@@ -54,7 +54,7 @@ async def replay_actions(sandbox: Sandbox, actions: list[dict[str, Any]], *, ups
                          skip_terminal: bool = True) -> list[ToolResult | None]:
     """Run `actions` in order on `sandbox` as staff. One result per action; None where a terminal
     action was skipped. Never raises for a bad action (the registry turns it into `Error: ...`)."""
-    _ensure_tools_registered()
+    ensure_tools_registered()
     ctx = sandbox.tool_context(upstream_compat=upstream_compat)
     terminal = RETAIL.terminal_names()
     results: list[ToolResult | None] = []
