@@ -29,3 +29,8 @@ def tiny_tok():
 @pytest.fixture
 def tiny_model(tiny_tok):
     return build_tiny_model(tiny_tok, MICRO)
+
+
+@pytest.fixture
+def tiny_manifest():
+    return {"recipe": MICRO.model_dump(), "kind": "tiny-test"}

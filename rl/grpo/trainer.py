@@ -1,0 +1,187 @@
+"""GRPO trainer for in-process models: rollout -> group advantages -> one policy update per step,
+with checkpoints (model folder + manifest + optimizer state) and resume after an interruption.
+
+The algorithm is exactly the one in `rl/grpo/algorithm.py` (verl's GRPO, token-mean, PPO clip 0.2,
+k3 KL 0.001 to a frozen copy of the starting model, on-policy: one optimizer step per batch of
+G rollouts x tasks_per_step tasks). Rollouts come from a `RolloutFn` (the experiment wires it to the
+episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
+group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+from pydantic import BaseModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rl.grpo.algorithm import group_advantages, grpo_token_loss
+from rl.grpo.logprobs import micro_batches, token_logprobs
+from rl.grpo.trace import Trace
+from rl.models.tiny import load_model_folder, save_model_folder
+
+log = structlog.get_logger(__name__)
+
+# (model, tasks of this step, group size, step) -> traces with reward / excluded / group set
+RolloutFn = Callable[[PreTrainedModel, list[Any], int, int], list[Trace]]
+
+
+class GRPOConfig(BaseModel):
+    steps: int = 20
+    tasks_per_step: int = 4
+    group_size: int = 8
+    lr: float = 1e-6
+    weight_decay: float = 0.0
+    clip: float = 0.2
+    kl_coef: float = 0.001
+    grad_clip: float = 1.0
+    micro_batch_tokens: int = 8192
+    drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
+    save_every: int = 1
+    keep_checkpoints: int = 2
+    seed: int = 0
+
+
+class GRPOTrainer:
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[Any],
+                 rollout: RolloutFn, config: GRPOConfig, out_dir: str | Path,
+                 manifest: dict[str, Any] | None = None, task_id: Callable[[Any], str] = str) -> None:
+        self.model, self.tok, self.tasks, self.rollout, self.cfg = model, tokenizer, list(tasks), rollout, config
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.manifest = manifest or {}
+        self.task_id = task_id
+        self.ref = copy.deepcopy(model).eval().requires_grad_(False)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.step = 0
+        self._resume()
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> list[dict[str, Any]]:
+        history = []
+        while self.step < self.cfg.steps:
+            rng = random.Random(self.cfg.seed * 100_003 + self.step)
+            tasks = rng.sample(self.tasks, min(self.cfg.tasks_per_step, len(self.tasks)))
+            t0 = time.perf_counter()
+            traces = self.rollout(self.model, tasks, self.cfg.group_size, self.step)
+            rollout_s = time.perf_counter() - t0
+            metrics = self.update(traces)
+            metrics.update(step=self.step + 1, rollout_seconds=rollout_s, wall=time.time())
+            self.step += 1
+            with (self.out / "metrics.jsonl").open("a") as f:
+                f.write(json.dumps(metrics) + "\n")
+            log.info("grpo.step", **{k: v for k, v in metrics.items() if not isinstance(v, dict)})
+            history.append(metrics)
+            if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps:
+                self.save_checkpoint()
+        return history
+
+    def update(self, traces: list[Trace]) -> dict[str, Any]:
+        """One policy update on a batch of rollouts; returns the step's metrics."""
+        t0 = time.perf_counter()
+        adv = group_advantages([t.reward for t in traces], [t.group for t in traces], [t.excluded for t in traces])
+        metrics = rollout_metrics(traces)
+        keep = [i for i, t in enumerate(traces) if not t.excluded and t.n_generated > 0]
+        if self.cfg.drop_uninformative_groups:
+            keep = [i for i in keep if adv[i] != 0.0]
+        batch = [traces[i] for i in keep]
+        advs = [adv[i] for i in keep]
+        total_tokens = sum(t.n_generated for t in batch)
+        sums = Counter()
+        self.model.train()
+        self.opt.zero_grad(set_to_none=True)
+        processed = 0
+        for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id):
+            processed += mb.n_tokens
+            with torch.no_grad():
+                ref_lp, _ = token_logprobs(self.ref, mb)
+            lp, ent = token_logprobs(self.model, mb, with_entropy=True)
+            a = torch.tensor([advs[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
+            loss_sum, stats = grpo_token_loss(lp, mb.old_logp, ref_lp, a, mb.loss_mask, self.cfg.clip,
+                                              self.cfg.kl_coef)
+            (loss_sum / max(total_tokens, 1)).backward()
+            for k, v in stats.items():
+                sums[k] += float(v)
+            sums["entropy"] += float((ent * mb.loss_mask).sum())
+        grad_norm = 0.0
+        if batch:
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
+            self.opt.step()
+        n = max(sums["tokens"], 1.0)
+        elapsed = time.perf_counter() - t0
+        metrics.update(kl=sums["kl"] / n, entropy=sums["entropy"] / n, clip_frac=sums["clipped"] / n,
+                       pg_loss=sums["pg"] / n, grad_norm=grad_norm, update_rollouts=len(batch),
+                       update_tokens=processed, update_seconds=elapsed,
+                       update_tokens_per_s=processed / elapsed if elapsed else 0.0)
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    @property
+    def ckpt_dir(self) -> Path:
+        return self.out / "checkpoints"
+
+    def save_checkpoint(self) -> Path:
+        folder = self.ckpt_dir / f"step_{self.step:05d}"
+        manifest = {**self.manifest, "training": {"method": "grpo", "step": self.step, "config": self.cfg.model_dump()}}
+        save_model_folder(self.model, self.tok, folder, manifest)
+        torch.save({"optimizer": self.opt.state_dict(), "step": self.step, "torch_rng": torch.get_rng_state()},
+                   folder / "trainer_state.pt")
+        (self.ckpt_dir / "latest").write_text(folder.name)
+        for old in sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir())[: -self.cfg.keep_checkpoints]:
+            import shutil
+
+            shutil.rmtree(old)
+        return folder
+
+    def _resume(self) -> None:
+        pointer = self.ckpt_dir / "latest"
+        if not pointer.exists():
+            return
+        folder = self.ckpt_dir / pointer.read_text().strip()
+        state_path = folder / "trainer_state.pt"
+        if not state_path.exists():
+            return
+        model, _, _ = load_model_folder(folder)
+        self.model.load_state_dict(model.state_dict())
+        state = torch.load(state_path, weights_only=False)
+        self.opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.step = int(state["step"])
+        metrics = self.out / "metrics.jsonl"
+        if metrics.exists():  # drop steps logged after the checkpoint
+            lines = [ln for ln in metrics.read_text().splitlines() if ln and json.loads(ln)["step"] <= self.step]
+            metrics.write_text("".join(ln + "\n" for ln in lines))
+        log.info("grpo.resumed", step=self.step, checkpoint=str(folder))
+
+
+def rollout_metrics(traces: list[Trace]) -> dict[str, Any]:
+    """Reward mean, all-correct / all-wrong group fractions, turns, response length, calls per tool."""
+    valid = [t for t in traces if not t.excluded]
+    groups: dict[str, list[float]] = {}
+    for t in valid:
+        groups.setdefault(t.group, []).append(t.reward)
+    n = max(len(valid), 1)
+    calls: Counter = Counter()
+    for t in valid:
+        calls.update(t.info.get("tool_calls", {}))
+    return {
+        "reward_mean": sum(t.reward for t in valid) / n,
+        "rollouts": len(traces),
+        "excluded": len(traces) - len(valid),
+        "groups": len(groups),
+        "frac_all_correct": sum(all(r == 1 for r in g) for g in groups.values()) / max(len(groups), 1),
+        "frac_all_wrong": sum(all(r == 0 for r in g) for g in groups.values()) / max(len(groups), 1),
+        "turns_mean": sum(t.info.get("turns", 0) for t in valid) / n,
+        "response_length": sum(t.n_generated for t in valid) / n,
+        "trace_length": sum(len(t) for t in valid) / n,
+        "tool_calls_per_rollout": {k: v / n for k, v in sorted(calls.items())},
+    }

@@ -1,0 +1,170 @@
+"""Local checkpoint policy: a model trained in-process (tiny Qwen3 on CPU, or any HF causal LM)
+acting as the agent in many episodes at once.
+
+Every episode calls `act(episode_id, messages, tools)`; the calls of all running episodes are
+batched into one KV-cached `generate_batch` (it runs in a worker thread, so sandboxes and simulated
+customers keep working meanwhile; calls that arrive during a generation form the next batch).
+Sampling at temperature 1.0 for rollouts, greedy for evaluation. For each episode the policy
+keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
+in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
+are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` whose
+error text the environment should return to the model (see `malformed_error`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rl.chat.format import parse_reply
+from rl.grpo.trace import Trace, TraceBuilder
+from rl.models.generation import generate_batch
+from rl.models.tokenizer import decode
+
+MALFORMED_TOOL = "malformed_tool_call"
+
+
+def malformed_error(call: dict[str, Any]) -> str | None:
+    """The error text for a tool call the policy could not parse (None for a real call)."""
+    fn = call.get("function", call)
+    if fn.get("name") != MALFORMED_TOOL:
+        return None
+    import json
+
+    args = fn.get("arguments")
+    args = json.loads(args) if isinstance(args, str) else args
+    return str((args or {}).get("error", "Error: malformed tool call"))
+
+
+@dataclass
+class _Episode:
+    builder: TraceBuilder
+    seen: int = 0  # messages already in the trace
+
+
+@dataclass
+class _Request:
+    episode_id: str
+    prompt: list[int]
+    future: asyncio.Future = field(repr=False)
+
+
+@dataclass
+class GenerationStats:
+    calls: int = 0
+    new_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds else 0.0
+
+
+class LocalPolicy:
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, greedy: bool = False,
+                 temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
+                 max_batch: int = 64, name: str = "local", seed: int = 0) -> None:
+        self.model, self.tok = model, tokenizer
+        self.greedy, self.temperature = greedy, temperature
+        self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
+        self.name = name
+        self.stats = GenerationStats()
+        self._episodes: dict[str, _Episode] = {}
+        self._queue: list[_Request] = []
+        self._worker: asyncio.Task | None = None
+        self._gen = torch.Generator().manual_seed(seed)
+
+    # ---------------------------------------------------------------- episode side
+    async def act(self, episode_id: str, messages: list[dict[str, Any]],
+                  tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The agent's next assistant message (OpenAI format) for this conversation."""
+        ep = self._episodes.get(episode_id)
+        if ep is None:
+            ep = self._episodes[episode_id] = _Episode(TraceBuilder(self.tok, self.max_context))
+        self._append_new(ep, messages, tools)
+        prompt = ep.builder.open_assistant_turn()
+        if len(prompt) + 1 >= self.max_context:
+            ep.builder.add_generated([])
+            return {"role": "assistant", "content": "", "truncated": True}
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append(_Request(episode_id, list(prompt), fut))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        ids, logprobs = await fut
+        ep.builder.add_generated(ids, logprobs)
+        ep.seen = len(messages) + 1
+        text = decode(self.tok, ids)
+        reply = parse_reply(text, call_id_prefix=f"{episode_id}_{ep.seen}")
+        calls = [c.openai() for c in reply.tool_calls]
+        calls += [{"id": f"{episode_id}_{ep.seen}_bad{i}", "type": "function",
+                   "function": {"name": MALFORMED_TOOL, "arguments": {"error": e.message}}}
+                  for i, e in enumerate(reply.errors)]
+        msg: dict[str, Any] = {"role": "assistant", "content": reply.content, "raw": text}
+        if calls:
+            msg["tool_calls"] = calls
+        return msg
+
+    def pop_trace(self, episode_id: str) -> Trace | None:
+        ep = self._episodes.pop(episode_id, None)
+        return ep.builder.trace if ep else None
+
+    def _append_new(self, ep: _Episode, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        b = ep.builder
+        i = ep.seen
+        if i == 0:
+            if messages and messages[0]["role"] == "system":
+                b.add_system(messages[0].get("content") or "", tools)
+                i = 1
+            elif tools:
+                b.add_system("", tools)
+        while i < len(messages):
+            m = messages[i]
+            if m["role"] == "tool":
+                outputs = []
+                while i < len(messages) and messages[i]["role"] == "tool":
+                    outputs.append(messages[i].get("content") or "")
+                    i += 1
+                b.add_tool_results(outputs)
+                continue
+            if m["role"] == "assistant":
+                raise ValueError("an assistant message the local policy did not write was added to the conversation")
+            b.add_message(m)
+            i += 1
+        ep.seen = i
+
+    # ---------------------------------------------------------------- batching side
+    async def _drain(self) -> None:
+        await asyncio.sleep(0)  # let every episode that is ready queue its request
+        while self._queue:
+            await asyncio.sleep(0.002)
+            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
+            try:
+                outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch])
+            except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(e)
+                continue
+            for r, o in zip(batch, outs, strict=True):
+                if not r.future.done():
+                    r.future.set_result(o)
+
+    def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+        start = time.perf_counter()
+        budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
+        was_training = self.model.training
+        self.model.eval()
+        gens = generate_batch(self.model, prompts, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
+                              pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy,
+                              generator=self._gen)
+        if was_training:
+            self.model.train()
+        self.stats.calls += 1
+        self.stats.new_tokens += sum(len(g.ids) for g in gens)
+        self.stats.seconds += time.perf_counter() - start
+        return [(g.ids, g.logprobs) for g in gens]
