@@ -35,6 +35,18 @@ class Settings(BaseSettings):
     mcp_token: str | None = Field(default=None, alias="MUARL_MCP_TOKEN")
     ops_token: str | None = Field(default=None, alias="MUARL_OPS_TOKEN")
 
+    llm_retry_backoff_s: float = Field(default=0.5, alias="MUARL_LLM_RETRY_BACKOFF_S")
+    llm_temperature: float | None = Field(default=None, alias="MUARL_LLM_TEMPERATURE")
+
+    # the chat service (backend/api, backend/agent)
+    agent_max_steps: int = Field(default=20, alias="MUARL_AGENT_MAX_STEPS")
+    agent_tool_calls_per_step: int = Field(default=1, alias="MUARL_AGENT_TOOL_CALLS_PER_STEP")
+    api_max_message_chars: int = Field(default=4000, alias="MUARL_API_MAX_MESSAGE_CHARS")
+    api_rate_limit_per_minute: int = Field(default=20, alias="MUARL_API_RATE_LIMIT_PER_MINUTE")
+    api_db_pool_size: int = Field(default=20, alias="MUARL_API_DB_POOL_SIZE")
+    api_turn_lease_s: float = Field(default=300.0, alias="MUARL_API_TURN_LEASE_S")
+    api_max_body_bytes: int = Field(default=1_000_000, alias="MUARL_API_MAX_BODY_BYTES")
+
     log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")
 

@@ -1,0 +1,83 @@
+"""The API application factory: `create_app(settings)` builds the FastAPI app that serves
+customer conversations (`/v1/conversations`), health and metrics, OpenAPI docs (`/docs`) and
+the MCP tool server at `/mcp`.
+
+Everything the app needs is built here once and kept on `app.state`: the store's engine
+(`DATABASE_URL`, or the embedded server), the configured model (None when
+`MUARL_LLM_BASE_URL` / `MUARL_LLM_MODEL` are unset: the app still starts and chat answers
+503), the chat service and the MCP server, whose session manager runs in the app's lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import structlog
+from fastapi import FastAPI
+from mcp.server.transport_security import TransportSecuritySettings
+
+from backend.agent.llm import OpenAICompatibleModel
+from backend.api.chat import ChatService
+from backend.api.mcp_mount import BodyLimit, McpEndpoint
+from backend.api.metrics import RequestMetrics
+from backend.api.problems import install_problem_handlers
+from backend.api.routes import conversations, health
+from backend.config import Settings, get_settings
+from backend.db.engine import database_url, make_engine
+from backend.tools.mcp_server import build_mcp_server
+from backend.tools.registry import RETAIL, ToolRegistry
+
+log = structlog.get_logger(__name__)
+
+
+def retail_registry() -> ToolRegistry:
+    """The retail registry with its tools registered."""
+    import backend.tools.retail  # noqa: F401  (registers the 16 tools on RETAIL)
+
+    return RETAIL
+
+
+def create_app(settings: Settings | None = None, *, db_url: str | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    url = db_url or database_url(settings)
+    engine = make_engine(url, pool_size=settings.api_db_pool_size, max_overflow=settings.api_db_pool_size)
+    registry = retail_registry()
+    model = OpenAICompatibleModel.from_settings(settings)
+    chat = ChatService(engine, settings, model, registry)
+    mcp = build_mcp_server(engine.connect, registry)
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        # the bearer token guards /mcp; the Host-header check would refuse non-loopback deployments
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            log.info("api.started", model=model.name if model else None, mcp=bool(settings.mcp_token))
+            yield
+        if model is not None:
+            await model.close()
+        await engine.dispose()
+
+    app = FastAPI(
+        title="muarl customer service",
+        version="0.1.0",
+        description="Customers chat with the store's agent; engineers and agents reach the store tools over MCP "
+                    "at /mcp (Bearer MUARL_MCP_TOKEN).",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.model = model
+    app.state.chat = chat
+    app.state.mcp = mcp
+    app.include_router(conversations.router)
+    app.include_router(health.router)
+    install_problem_handlers(app)
+    # outermost last: metrics see everything, then the body limit, then /mcp
+    app.add_middleware(McpEndpoint, mcp_app=mcp_app, token=settings.mcp_token)
+    app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(RequestMetrics)
+    return app

@@ -1,0 +1,71 @@
+"""Request plumbing shared by the routes, as named `Annotated` dependencies so route
+signatures read like prose: the settings, the database engine, the chat service, the
+conversation a customer's bearer token opens, and the ops-token guard for ops endpoints."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from backend.api import conversation_store as store
+from backend.api.chat import ChatService
+from backend.api.problems import Problem
+from backend.config import Settings
+
+_bearer = HTTPBearer(auto_error=False, description="The conversation token returned when it was started")
+_ops_bearer = HTTPBearer(auto_error=False, scheme_name="OpsToken", description="MUARL_OPS_TOKEN")
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def _engine(request: Request) -> AsyncEngine:
+    return request.app.state.engine
+
+
+def _chat(request: Request) -> ChatService:
+    return request.app.state.chat
+
+
+SettingsDep = Annotated[Settings, Depends(_settings)]
+EngineDep = Annotated[AsyncEngine, Depends(_engine)]
+ChatDep = Annotated[ChatService, Depends(_chat)]
+ConversationId = Annotated[str, Path(description="The conversation id returned when it was started")]
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+
+
+async def _customer_conversation(conversation_id: ConversationId, engine: EngineDep,
+                                 credentials: Credentials) -> store.ConversationRow:
+    if credentials is None or not credentials.credentials:
+        raise Problem(401, "Send the conversation's token as 'Authorization: Bearer <token>'.",
+                      headers={"WWW-Authenticate": "Bearer"})
+    conv = None
+    if len(conversation_id) <= 64:
+        async with engine.connect() as conn:
+            conv = await store.get_conversation(conn, conversation_id)
+    if conv is None:
+        raise Problem(404, f"There is no conversation {conversation_id!r}.")
+    if not store.token_matches(credentials.credentials, conv.token_hash):
+        raise Problem(403, "This token does not open this conversation.")
+    return conv
+
+
+CustomerConversation = Annotated[store.ConversationRow, Depends(_customer_conversation)]
+
+
+async def _require_ops_token(settings: SettingsDep,
+                             credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_ops_bearer)]) -> None:
+    if not settings.ops_token:
+        raise Problem(503, "Ops endpoints are disabled: set MUARL_OPS_TOKEN to enable them.")
+    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(),
+                                                      settings.ops_token.encode()):
+        raise Problem(401, "Ops endpoints need 'Authorization: Bearer <MUARL_OPS_TOKEN>'.",
+                      headers={"WWW-Authenticate": "Bearer"})
+
+
+OpsAccess = Annotated[None, Depends(_require_ops_token)]
