@@ -168,3 +168,60 @@ class LocalPolicy:
         self.stats.new_tokens += sum(len(g.ids) for g in gens)
         self.stats.seconds += time.perf_counter() - start
         return [(g.ids, g.logprobs) for g in gens]
+
+
+class LocalSession:
+    """One episode of a `LocalAgentPolicy` (the episode runner's `AgentSession`)."""
+
+    def __init__(self, policy: LocalAgentPolicy, episode_id: str, tools: list[dict[str, Any]]) -> None:
+        self.policy, self.episode_id, self.tools = policy, episode_id, tools
+
+    async def step(self, messages: list[dict[str, Any]]):
+        from rl.policies.base import AgentTurn
+
+        start = time.perf_counter()
+        msg = await self.policy.engine.act(self.episode_id, messages, self.tools)
+        msg.pop("raw", None)
+        trace = self.policy.engine._episodes[self.episode_id].builder.trace
+        return AgentTurn(message=msg, model=self.policy.model, latency_ms=(time.perf_counter() - start) * 1000,
+                         trace=trace)
+
+
+class LocalAgentPolicy:
+    """`local:PATH` policies for the episode runner: sessions share one batching `LocalPolicy`.
+    `traces[(task_id, seed)]` is the token-exact trace of each finished or running episode."""
+
+    def __init__(self, engine: LocalPolicy, model_name: str = "local") -> None:
+        self.engine = engine
+        self.name = f"local:{model_name}"
+        self.model = model_name
+        self.traces: dict[tuple[str, int], Trace] = {}
+        self._n = 0
+
+    def session(self, task: Any, tools: list[dict[str, Any]], seed: int) -> LocalSession:
+        self._n += 1
+        eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
+        s = LocalSession(self, eid, tools)
+        self.engine._episodes[eid] = _Episode(TraceBuilder(self.engine.tok, self.engine.max_context))
+        self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
+        return s
+
+
+def load_local_policy(path: str, *, greedy: bool = True, **options: Any) -> LocalAgentPolicy:
+    """Build the agent from a model folder (tiny recipe or a real HF checkpoint); greedy by default."""
+    from rl.models.tiny import load_model_folder
+
+    torch.set_num_threads(int(options.pop("threads", 2)))
+    model, tok, _ = load_model_folder(path)
+    return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path)
+
+
+def _register() -> None:
+    try:
+        from rl.policies.base import register_policy
+    except ImportError:  # the episode side is not installed
+        return
+    register_policy("local", lambda arg: load_local_policy(arg))
+
+
+_register()
