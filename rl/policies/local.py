@@ -191,8 +191,10 @@ class LocalAgentPolicy:
     """`local:PATH` policies for the episode runner: sessions share one batching `LocalPolicy`.
     `traces[(task_id, seed)]` is the token-exact trace of each finished or running episode."""
 
-    def __init__(self, engine: LocalPolicy, model_name: str = "local") -> None:
+    def __init__(self, engine: LocalPolicy, model_name: str = "local",
+                 tools_transform: Any = None) -> None:
         self.engine = engine
+        self.tools_transform = tools_transform  # e.g. rl.chat.format.compact_tools for tiny models
         self.name = f"local:{model_name}"
         self.model = model_name
         self.traces: dict[tuple[str, int], Trace] = {}
@@ -201,7 +203,7 @@ class LocalAgentPolicy:
     def session(self, task: Any, tools: list[dict[str, Any]], seed: int) -> LocalSession:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
-        s = LocalSession(self, eid, tools)
+        s = LocalSession(self, eid, self.tools_transform(tools) if self.tools_transform else tools)
         self.engine._episodes[eid] = _Episode(TraceBuilder(self.engine.tok, self.engine.max_context))
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s

@@ -1,0 +1,208 @@
+"""The episode runner: one agent, one simulated customer and the real tools on a private sandbox.
+
+`run_episode` plays a task to its end - the customer stops (`###STOP###` / `###TRANSFER###`), a
+terminal tool runs (transfer to a human), or the turn limit is hit (30 turns, counting customer
+turns and tool calls as MUA-RL does) - with a timeout on every agent step, customer reply and tool
+call. Tools run as a *customer* principal, exactly as in production (the conversation must
+authenticate before touching records). The `Trajectory` keeps the OpenAI-format messages, each tool
+call with its result and timing, the models used, the reward with its breakdown, the criteria and
+TCR. Failures outside the agent (simulator, policy endpoint, sandbox, reward) set `excluded` to a
+cause; such episodes carry no reward and are left out of scores and GRPO group statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, Field
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from backend.agent.policy import STORE_POLICY
+from backend.tools.context import Principal
+from backend.tools.registry import RETAIL
+from rl.env.gold import GoldSpec, GoldStateCache, ensure_tools_registered
+from rl.env.reward import score
+from rl.env.sandbox import Sandbox
+from rl.policies.base import AgentPolicy, PolicyError
+from rl.simulator.base import OUT_OF_SCOPE, TRANSFER, SimulatorError, UserSimulator, ended_by
+from rl.tasks.criteria import evaluate_criteria
+from rl.tasks.schema import Task
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    max_turns: int = 30
+    agent_timeout_s: float = 120.0
+    user_timeout_s: float = 120.0
+    tool_timeout_s: float = 30.0
+    reward_timeout_s: float = 60.0
+
+
+class ToolCallRecord(BaseModel):
+    name: str
+    arguments: Any
+    output: str
+    ok: bool
+    denied: bool = False
+    elapsed_ms: float = 0.0
+
+
+class Trajectory(BaseModel):
+    task_id: str
+    trial: int = 0
+    seed: int = 0
+    tags: list[str] = Field(default_factory=list)
+    policy: str
+    policy_model: str
+    user: str
+    user_model: str
+    user_prompt_version: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    turns: int = 0
+    user_turns: int = 0
+    ended_by: str = "running"  # user_stop | user_transfer | transfer | max_turns | error
+    reward: float | None = None
+    breakdown: dict[str, Any] | None = None
+    criteria: dict[str, bool] = Field(default_factory=dict)
+    tcr: float | None = None
+    excluded: str | None = None  # cause, when the episode failed outside the agent
+    error: str | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    traces: list[Any] = Field(default_factory=list, exclude=True)  # policy training data, in memory only
+
+    @property
+    def success(self) -> bool:
+        return self.excluded is None and self.reward == 1.0
+
+
+def gold_spec(task: Task) -> GoldSpec:
+    return GoldSpec(key=f"{task.snapshot}:{task.id}",
+                    actions=[{"name": a.name, "arguments": a.arguments} for a in task.gold_actions],
+                    outputs=list(task.outputs))
+
+
+class _Excluded(Exception):
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(detail)
+        self.cause = cause
+
+
+async def _timed(aw: Any, timeout: float, cause: str) -> Any:
+    try:
+        return await asyncio.wait_for(aw, timeout)
+    except TimeoutError:
+        raise _Excluded(cause, f"no answer within {timeout:g} s") from None
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw  # the registry answers malformed JSON with an error text
+    return raw
+
+
+async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
+                      cache: GoldStateCache, trial: int = 0, seed: int = 0,
+                      limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
+                      upstream_compat: bool = False) -> Trajectory:
+    """Play `task` once on `sandbox` and score it. Never raises for episode failures."""
+    ensure_tools_registered()
+    traj = Trajectory(task_id=task.id, trial=trial, seed=seed, tags=task.tags, policy=policy.name,
+                      policy_model=policy.model, user=user.name, user_model=user.model,
+                      user_prompt_version=user.prompt_version)
+    timings = {"agent": 0.0, "user": 0.0, "tools": 0.0, "reward": 0.0}
+    start = time.perf_counter()
+    ctx = sandbox.tool_context(Principal.customer(), upstream_compat=upstream_compat)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    traj.messages = messages
+    try:
+        agent = policy.session(task, RETAIL.openai_schemas(), seed)
+        customer = user.session(task, seed)
+
+        async def user_turn() -> bool:
+            t0 = time.perf_counter()
+            reply, done = await _timed(customer.respond(messages), limits.user_timeout_s, "simulator_timeout")
+            timings["user"] += (time.perf_counter() - t0) * 1000
+            messages.append({"role": "user", "content": reply})
+            traj.turns += 1
+            traj.user_turns += 1
+            if done:
+                token = ended_by(reply)
+                if token == OUT_OF_SCOPE:
+                    raise _Excluded("simulator_out_of_scope", "the simulated customer left the scenario")
+                traj.ended_by = "user_transfer" if token == TRANSFER else "user_stop"
+            return done
+
+        if await user_turn():
+            raise _Excluded("simulator_error", "the simulated customer ended before the agent spoke")
+        while traj.turns < limits.max_turns:
+            t0 = time.perf_counter()
+            turn = await _timed(agent.step(messages), limits.agent_timeout_s, "policy_timeout")
+            timings["agent"] += (time.perf_counter() - t0) * 1000
+            if turn.trace is not None:
+                traj.traces.append(turn.trace)
+            msg = dict(turn.message)
+            msg["role"] = "assistant"
+            messages.append(msg)
+            calls = msg.get("tool_calls") or []
+            if not calls:
+                if await user_turn():
+                    break
+                continue
+            for call in calls:
+                if traj.turns >= limits.max_turns:
+                    break
+                fn = call.get("function") or {}
+                name, args = str(fn.get("name", "")), _arguments(fn.get("arguments"))
+                t0 = time.perf_counter()
+                result = await _timed(RETAIL.call(ctx, name, args), limits.tool_timeout_s, "tool_timeout")
+                timings["tools"] += (time.perf_counter() - t0) * 1000
+                traj.turns += 1
+                traj.tool_calls.append(ToolCallRecord(name=name, arguments=args, output=result.output, ok=result.ok,
+                                                      denied=result.denied, elapsed_ms=result.elapsed_ms))
+                messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "name": name,
+                                 "content": result.output})
+                if result.terminal and result.ok:
+                    traj.ended_by = "transfer"
+                    break
+            if traj.ended_by == "transfer":
+                break
+        else:
+            traj.ended_by = "max_turns"
+        if traj.ended_by == "running":
+            traj.ended_by = "max_turns"
+        texts = [str(m.get("content")) for m in messages if m.get("role") == "assistant" and m.get("content")]
+        t0 = time.perf_counter()
+        breakdown = await _timed(score(sandbox, gold_spec(task), texts, cache=cache,
+                                       upstream_compat=upstream_compat), limits.reward_timeout_s, "reward_timeout")
+        timings["reward"] = (time.perf_counter() - t0) * 1000
+        traj.reward = breakdown.reward
+        traj.breakdown = breakdown.model_dump()
+        calls_done = [(c.name, c.arguments if isinstance(c.arguments, dict) else {}, c.ok) for c in traj.tool_calls]
+        traj.criteria, traj.tcr = evaluate_criteria(task, calls_done, texts)
+    except _Excluded as e:
+        traj.excluded, traj.error = e.cause, str(e)
+    except SimulatorError as e:
+        traj.excluded, traj.error = e.cause, str(e)
+    except PolicyError as e:
+        traj.excluded, traj.error = e.cause, str(e)
+    except (DBAPIError, SQLAlchemyError, OSError) as e:
+        traj.excluded, traj.error = "sandbox_error", f"{type(e).__name__}: {e}"
+    except Exception as e:  # a bug in the runner or a policy: reported, never scored
+        log.exception("episode.crashed", task=task.id)
+        traj.excluded, traj.error = "internal_error", f"{type(e).__name__}: {e}"
+    if traj.excluded:
+        traj.ended_by = "error"
+    timings["total"] = (time.perf_counter() - start) * 1000
+    traj.timings_ms = {k: round(v, 3) for k, v in timings.items()}
+    return traj

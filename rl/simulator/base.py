@@ -1,0 +1,59 @@
+"""The simulated-customer interface every episode talks to.
+
+A `UserSimulator` is a factory (one per evaluation) that opens a `UserSession` per episode. A
+session answers `respond(conversation) -> (reply, done)` where `conversation` is the episode's
+OpenAI-format messages so far (system, user, assistant with tool calls, tool results) and `done`
+says the customer ended the conversation (`###STOP###`, `###TRANSFER###`, `###OUT-OF-SCOPE###`).
+Failures of the simulator itself raise `SimulatorError`; the runner counts them separately from the
+agent's failures and excludes them from scores.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rl.tasks.schema import Task
+
+STOP = "###STOP###"
+TRANSFER = "###TRANSFER###"
+OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
+STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
+
+Message = dict[str, Any]
+
+
+class SimulatorError(RuntimeError):
+    """The simulator could not produce a reply (endpoint down, timeout, empty output...)."""
+
+    def __init__(self, message: str, cause: str = "simulator_error") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class UserSession(Protocol):
+    async def respond(self, conversation: list[Message]) -> tuple[str, bool]: ...
+
+
+class UserSimulator(Protocol):
+    name: str  # "scripted" or "llm:<model>"
+    model: str
+    prompt_version: str
+
+    def session(self, task: Task, seed: int) -> UserSession: ...
+
+
+def ended_by(reply: str) -> str | None:
+    """Which stop token a reply carries, if any."""
+    for token in STOP_TOKENS:
+        if token in reply:
+            return token
+    return None
+
+
+def last_agent_text(conversation: list[Message]) -> str:
+    for m in reversed(conversation):
+        if m.get("role") == "assistant" and m.get("content"):
+            return str(m["content"])
+        if m.get("role") == "user":
+            return ""
+    return ""

@@ -1,0 +1,257 @@
+"""The scripted customer: plays a task's `Script` deterministically (for a given seed).
+
+It opens with its first goal, answers the agent's questions only from the facts it holds (saying
+it does not know anything else), reveals late details only when the agent checks the list is
+complete, says yes to a proposal only when it matches its *current* goal (kind, order id and the
+distinctive terms), drops a goal for the next one when the shift trigger fires, insists on a
+forbidden request once per refusal as scripted and then accepts the fallback or gives up, and
+says `###STOP###` only once its last goal is done (seen as a successful write of that goal in the
+conversation), refused, or after the agent stopped making progress for `patience` replies - never
+right after saying yes, before the agent has acted. `static=True` turns a task into its
+static-query form: everything is said up front and nobody changes their mind (an ablation).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from rl.simulator import reading as R
+from rl.simulator.base import STOP, Message, last_agent_text
+from rl.tasks.phrasing import proposal_matches
+from rl.tasks.schema import Goal, Task
+
+SCRIPT_VERSION = "scripted-1"
+YES = ["Yes, please go ahead.", "Yes, that's right. Please proceed.", "Yes, I confirm."]
+THANKS = ["Great, thank you.", "Perfect, thanks.", "Thanks!"]
+
+
+class ScriptedCustomer:
+    """Factory of scripted sessions (the `UserSimulator` for `--user scripted`)."""
+
+    name = "scripted"
+    model = "scripted"
+    prompt_version = SCRIPT_VERSION
+
+    def __init__(self, *, static: bool = False, patience: int = 3) -> None:
+        self.static = static
+        self.patience = patience
+
+    def session(self, task: Task, seed: int) -> ScriptedSession:
+        return ScriptedSession(task, seed, static=self.static, patience=self.patience)
+
+
+def static_goals(goals: list[Goal]) -> list[Goal]:
+    """The goals a static-query customer pursues: no abandoned goals, no haggling."""
+    out = []
+    for i, g in enumerate(goals):
+        if g.outcome == "abandon":
+            continue
+        if g.haggle and g.haggle.then == "accept" and i + 1 < len(goals):
+            continue  # the fallback goal follows
+        g = g.model_copy(update={"shift": None, "haggle": None, "late": None,
+                                 "upfront": list(g.details)})
+        if goals[i].late:
+            g.details = {**g.details, "items": g.details.get("items", "") + " " + goals[i].late}
+        out.append(g)
+    return out
+
+
+class ScriptedSession:
+    def __init__(self, task: Task, seed: int, *, static: bool = False, patience: int = 3) -> None:
+        self.task = task
+        self.rng = random.Random(f"{seed}:{task.id}")
+        self.static = static
+        self.goals = static_goals(task.script.goals) if static else list(task.script.goals)
+        self.k = 0
+        self.status: dict[str, str] = {}
+        self.patience = patience
+        self.stuck = 0
+        self.turns_on_goal = 0
+        self.haggled = 0
+        self.confirmed = False
+        self.late_given = False
+        self.wrong_email_given = False
+        self.authenticated = False
+        self.revealed: set[str] = set()
+        self.finished = False
+
+    # -------------------------------------------------------------------- the interface
+
+    async def respond(self, conversation: list[Message]) -> tuple[str, bool]:
+        return self.reply(conversation)
+
+    def reply(self, conversation: list[Message]) -> tuple[str, bool]:
+        if self.finished:
+            return STOP, True
+        if not any(m.get("role") == "assistant" for m in conversation):
+            return self._opening(), False
+        self._observe_tools(conversation)
+        text = last_agent_text(conversation)
+        self.turns_on_goal += 1
+        if self.k < len(self.goals) and self.status.get(self.goal.id) == "done":
+            return self._advance(prefix=self.rng.choice(THANKS))
+        if self.k >= len(self.goals):
+            return self._finish("")
+        return self._react(text)
+
+    # -------------------------------------------------------------------- state
+
+    @property
+    def goal(self) -> Goal:
+        return self.goals[self.k]
+
+    def _opening(self) -> str:
+        if self.static:
+            parts = [g.say + " " + " ".join(g.details.values()) for g in self.goals]
+            return "Hi! " + " ".join(parts) + " " + self._identity_line(self.task.customer.identify_by == "email")
+        self.revealed.update(self.goal.upfront)
+        return self.task.script.opening
+
+    def _observe_tools(self, conversation: list[Message]) -> None:
+        results = {m.get("tool_call_id"): str(m.get("content", "")) for m in conversation if m.get("role") == "tool"}
+        for m in conversation:
+            for call in m.get("tool_calls") or []:
+                out = results.get(call.get("id"))
+                if out is None or out.startswith("Error") or out.startswith("Unknown action"):
+                    continue
+                name = call["function"]["name"]
+                if name.startswith("find_user_id"):
+                    self.authenticated = True
+                elif self.k < len(self.goals) and self._serves(name, call["function"].get("arguments")):
+                    self.status[self.goal.id] = "done"
+
+    def _serves(self, name: str, arguments: object) -> bool:
+        g = self.goal
+        if g.action is None or g.action.name != name or g.outcome == "info":
+            return False
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
+        except (ValueError, TypeError):
+            return False
+        key = "order_id" if "order_id" in g.action.arguments else "user_id"
+        return args.get(key) == g.action.arguments.get(key)
+
+    def _advance(self, prefix: str = "", status: str | None = None) -> tuple[str, bool]:
+        """Close the current goal and state the next one (or say goodbye)."""
+        done = self.goal
+        if status:
+            self.status[done.id] = status
+        self.k += 1
+        self.turns_on_goal = 0
+        self.haggled = self.stuck = 0
+        self.confirmed = self.late_given = False
+        if self.k >= len(self.goals):
+            return self._finish(prefix)
+        nxt = self.goal
+        self.revealed.update(nxt.upfront)
+        line = done.shift.say if done.shift and status != "abandoned" and self.status.get(done.id) == "done" \
+            else nxt.say
+        return f"{prefix} {line}".strip(), False
+
+    def _finish(self, prefix: str) -> tuple[str, bool]:
+        self.finished = True
+        return f"{prefix} {self.task.script.closing} {STOP}".strip(), True
+
+    def _give_up(self) -> tuple[str, bool]:
+        return self._advance(prefix="Never mind, let's leave it.", status="failed")
+
+    # -------------------------------------------------------------------- reacting
+
+    def _react(self, text: str) -> tuple[str, bool]:
+        g = self.goal
+        if g.shift and (
+            (g.shift.trigger == "confirmation" and R.asks_confirmation(text))
+            or (g.shift.trigger == "agent_turn" and self.turns_on_goal >= g.shift.after_turns)
+        ):
+            self.status[g.id] = "abandoned"
+            shift = g.shift.say
+            self._advance(status="abandoned")
+            return shift, False
+        if g.outcome == "info" and g.answer and all(R.said(text, a) for a in g.answer):
+            return self._advance(prefix=self.rng.choice(THANKS), status="done")
+        if g.late and not self.late_given and (R.asks_completeness(text) or R.asks_confirmation(text)):
+            self.late_given = True
+            return g.late, False
+        if R.asks_confirmation(text) and g.outcome != "info":
+            if proposal_matches(text, g.kind, g.confirm_terms):
+                self.confirmed = True
+                return self.rng.choice(YES), False
+            if g.outcome == "refuse" and g.haggle:
+                return self._haggle()
+            return self._nudge("No, that's not what I want. " + self._restate())
+        if R.refuses(text) and self.authenticated:
+            if g.outcome == "refuse":
+                return self._haggle()
+            if not R.asks_question(text):
+                return self._nudge(f"Are you sure? {self._restate()}")
+        slots = R.asked_slots(text)
+        if slots:
+            return self._answer(text, slots)
+        if self.confirmed:
+            return self._nudge("Yes, please go ahead with it.")
+        return self._nudge(self._restate())
+
+    def _haggle(self) -> tuple[str, bool]:
+        g = self.goal
+        if g.haggle and self.haggled < len(g.haggle.demands):
+            self.haggled += 1
+            return g.haggle.demands[self.haggled - 1], False
+        if g.haggle and g.haggle.then == "accept":
+            line = g.haggle.say_after
+            self._advance(status="refused")
+            self.revealed.update(self.goal.details)
+            return line, False
+        if g.haggle:
+            return self._advance(prefix=g.haggle.say_after, status="refused")
+        return self._advance(prefix="I see, okay.", status="refused")
+
+    def _nudge(self, line: str) -> tuple[str, bool]:
+        self.stuck += 1
+        if self.stuck > self.patience:
+            return self._give_up()
+        return line, False
+
+    def _restate(self) -> str:
+        g = self.goal
+        missing = [v for k, v in g.details.items() if k not in self.revealed and k not in ("order_id",)]
+        if g.order_id and "order_id" in g.details:
+            missing.insert(0, g.details["order_id"])
+        return " ".join([g.say, *missing]).strip()
+
+    def _identity_line(self, by_email: bool) -> str:
+        c = self.task.customer
+        if by_email and c.knows_email:
+            if c.wrong_email and not self.wrong_email_given:
+                self.wrong_email_given = True
+                return f"My email is {c.wrong_email}."
+            return f"My email is {c.email}."
+        lead = "I don't remember my email, but m" if not c.knows_email else "M"
+        return f"{lead}y name is {c.first_name} {c.last_name} and my zip code is {c.zip}."
+
+    def _answer(self, text: str, slots: list[str]) -> tuple[str, bool]:
+        g = self.goal
+        parts: list[str] = []
+        c = self.task.customer
+        if not self.authenticated and ("email" in slots or "name_zip" in slots):
+            if self.wrong_email_given and R.says_not_found(text):
+                parts.append(f"Sorry, my mistake. It's {c.email}.")
+            else:
+                by_email = c.identify_by == "email" and ("email" in slots or "name_zip" not in slots)
+                parts.append(self._identity_line(by_email))
+        elif self.wrong_email_given and not self.authenticated and R.says_not_found(text):
+            parts.append(f"Sorry, my mistake. My email is {c.email}.")
+        for slot in slots:
+            if slot in ("email", "name_zip"):
+                continue
+            if slot in g.details and g.details[slot] not in parts:
+                parts.append(g.details[slot])
+                self.revealed.add(slot)
+        if g.late and not self.late_given and R.asks_completeness(text):
+            self.late_given = True
+            parts.append(g.late)
+        if not parts:
+            if self.confirmed:
+                return self._nudge("Yes, please go ahead with it.")
+            return self._nudge("I'm not sure I know that. " + self._restate())
+        return " ".join(parts), False

@@ -1,0 +1,110 @@
+"""How customers and agents put store records into words.
+
+Shared by the generator (what a customer says about an item, a payment method or an address),
+the scripted simulator and the oracle (how a proposed action is described), so the same record
+is always described the same way and a description can be matched back to a goal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KIND_VERB = {
+    "cancel": "cancel",
+    "modify_address": "change the shipping address of",
+    "modify_payment": "change the payment method of",
+    "modify_items": "modify items in",
+    "user_address": "update my default address",
+    "return": "return items from",
+    "exchange": "exchange items from",
+}
+# A proposal for a goal of this kind must mention one of these words (lowercased) ...
+KIND_TERMS: dict[str, tuple[str, ...]] = {
+    "cancel": ("cancel",),
+    "modify_address": ("address",),
+    "modify_payment": ("payment",),
+    "modify_items": ("modify", "swap", "switch", "change", "replace"),
+    "user_address": ("address",),
+    "return": ("return",),
+    "exchange": ("exchange",),
+}
+# ... and none of these.
+KIND_EXCLUDE: dict[str, tuple[str, ...]] = {
+    "cancel": ("exchange", "return"),
+    "modify_address": ("cancel",),
+    "modify_payment": ("cancel",),
+    "modify_items": ("cancel", "address"),
+    "user_address": ("cancel",),
+    "return": ("cancel", "exchange"),
+    "exchange": ("cancel",),
+}
+
+
+def options_text(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in options.items())
+
+
+def item_text(item: dict[str, Any]) -> str:
+    """'the Water Bottle (capacity: 1000ml, color: blue)'."""
+    opts = options_text(item.get("options", {}))
+    return f"the {item['name']}" + (f" ({opts})" if opts else "")
+
+
+def items_text(items: list[dict[str, Any]]) -> str:
+    texts = [item_text(i) for i in items]
+    return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def payment_text(pm: dict[str, Any], n_gift_cards: int = 1) -> str:
+    """How a customer names a payment method (a card by brand and last four digits)."""
+    source = pm.get("source")
+    if source == "credit_card":
+        return f"my {str(pm.get('brand', 'credit')).title()} card ending in {pm.get('last_four')}"
+    if source == "paypal":
+        return "my PayPal account"
+    if source == "gift_card":
+        return "my gift card" if n_gift_cards <= 1 else f"my gift card {pm['id']}"
+    return f"payment method {pm.get('id')}"
+
+
+def payment_terms(pm: dict[str, Any]) -> list[str]:
+    """Words that identify a payment method in an agent's proposal."""
+    source = pm.get("source")
+    if source == "credit_card":
+        return [str(pm.get("last_four"))]
+    if source == "paypal":
+        return ["paypal"]
+    return ["gift card"]
+
+
+def address_text(a: dict[str, Any]) -> str:
+    line = a["address1"] + (f", {a['address2']}" if a.get("address2") else "")
+    return f"{line}, {a['city']}, {a['state']} {a['zip']}, {a['country']}"
+
+
+def order_ref(order_id: str) -> str:
+    return order_id if order_id.startswith("#") else f"#{order_id}"
+
+
+def normalize(text: str) -> str:
+    return " ".join(text.lower().replace(",", "").split())
+
+
+def mentions(message: str, term: str) -> bool:
+    """Whether `message` mentions `term` (case-insensitive, order ids with or without '#')."""
+    m = message.lower()
+    t = term.lower()
+    if t.startswith("#"):
+        return t[1:] in m
+    return t in m or t in m.replace(",", "")
+
+
+def proposal_matches(message: str, kind: str, terms: list[str]) -> bool:
+    """Does an agent's proposal describe a goal of `kind` with `terms` (order id, payment...)?"""
+    m = message.lower()
+    if kind in KIND_TERMS:
+        if not any(w in m for w in KIND_TERMS[kind]):
+            return False
+        if any(w in m for w in KIND_EXCLUDE.get(kind, ())):
+            return False
+    return all(mentions(message, t) for t in terms)
