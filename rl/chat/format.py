@@ -191,3 +191,16 @@ def _parse_call(raw: str) -> tuple[ToolCall | None, str | None]:
     if not isinstance(args, dict):
         return None, '"arguments" must be a JSON object'
     return ToolCall(name=name, arguments=args), None
+
+
+def compact_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas without descriptions (names, parameter names and types only): the tiny recipe's
+    short tool list, so a 4M-parameter model's context is spent on the conversation."""
+    out = []
+    for t in tools:
+        fn = t.get("function", t)
+        props = (fn.get("parameters") or {}).get("properties", {})
+        params = {k: (f"array[{v.get('items', {}).get('type', 'any')}]" if v.get("type") == "array"
+                      else v.get("type", "any")) for k, v in props.items()}
+        out.append({"name": fn["name"], "parameters": params})
+    return out

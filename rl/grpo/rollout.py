@@ -1,0 +1,92 @@
+"""GRPO rollouts through the real episode runner: G episodes per task, each on its own sandbox with
+the simulated customer, the agent being the local model (sampling at temperature 1.0), all agent
+turns of all running episodes batched together. Every episode's token-exact `Trace` comes back with
+its reward (0/1 from the environment), `excluded` (infrastructure or simulator failure: out of the
+group statistics), turns and calls per tool.
+
+The runner and the sandbox pool are async; the trainer is not. `EpisodeRollout` keeps its own event
+loop in a background thread and submits each step's episodes to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rl.grpo.trace import Trace
+from rl.policies.local import LocalAgentPolicy, LocalPolicy
+
+
+class BackgroundLoop:
+    """An asyncio loop in a daemon thread; `run(coro)` waits for the result from sync code."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollout-loop")
+        self.thread.start()
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+
+class EpisodeRollout:
+    """`RolloutFn` for `GRPOTrainer` backed by `rl.env.episode.run_episode`.
+
+    `env` is an object with `pool` (SandboxPool), `cache` (GoldStateCache) created on `loop`."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: Any, cache: Any,
+                 user: Any, *, system_prompt: str, max_new_tokens: int = 128, max_context: int = 4096,
+                 tools_transform: Callable | None = None, greedy: bool = False, limits: Any = None,
+                 concurrency: int = 64) -> None:
+        self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
+        self.system_prompt, self.max_new_tokens, self.max_context = system_prompt, max_new_tokens, max_context
+        self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
+        self.last_generation: dict[str, float] = {}
+
+    def __call__(self, model: PreTrainedModel, tasks: list[Any], group_size: int, step: int) -> list[Trace]:
+        trajectories, traces = self.play(model, tasks, group_size, seed=step * 1000)
+        return traces
+
+    def play(self, model: PreTrainedModel, tasks: list[Any], trials: int, seed: int = 0) -> tuple[
+            list[Any], list[Trace]]:
+        engine = LocalPolicy(model, self.tok, greedy=self.greedy, max_new_tokens=self.max_new_tokens,
+                             max_context=self.max_context, seed=seed)
+        policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
+        trajectories = self.loop.run(self._play(policy, tasks, trials, seed))
+        st = engine.stats
+        self.last_generation = {"new_tokens": st.new_tokens, "seconds": st.seconds, "calls": st.calls,
+                                "tokens_per_s": st.tokens_per_second}
+        traces = []
+        for task, k, traj in trajectories:
+            trace = traj.traces[-1] if traj.traces else Trace()
+            trace.task_id, trace.group = task.id, task.id
+            trace.excluded = traj.excluded is not None
+            trace.reward = float(traj.reward or 0.0)
+            trace.info = {"turns": traj.turns, "tool_calls": dict(Counter(c.name for c in traj.tool_calls)),
+                          "ended_by": traj.ended_by, "excluded": traj.excluded, "tcr": traj.tcr, "trial": k}
+            traces.append(trace)
+        return [t for _, _, t in trajectories], traces
+
+    async def _play(self, policy: LocalAgentPolicy, tasks: list[Any], trials: int, seed: int) -> list[Any]:
+        from rl.env.episode import EpisodeLimits, run_episode
+
+        sem = asyncio.Semaphore(self.concurrency)
+        limits = self.limits or EpisodeLimits()
+
+        async def one(task: Any, k: int) -> tuple[Any, int, Any]:
+            async with sem:
+                async with self.pool.sandbox() as sandbox:
+                    traj = await run_episode(task, policy, self.user, sandbox, cache=self.cache, trial=k,
+                                             seed=seed + k, limits=limits, system_prompt=self.system_prompt)
+                return task, k, traj
+
+        return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(trials))))
