@@ -133,9 +133,14 @@ def _load_backend_commands() -> None:
     service_cli.register(app)
 
 
+# the service's commands run without the learning side (serving never imports rl/ or torch)
+_SERVICE_COMMANDS = {"serve", "mcp", "run"}
+
+
 def main() -> None:
     _load_backend_commands()
-    _load_plugins()
+    if not (len(sys.argv) > 1 and sys.argv[1] in _SERVICE_COMMANDS):
+        _load_plugins()
     app()
 
 

@@ -1,10 +1,135 @@
-"""CLI commands of the agent service (`muarl serve`, `muarl mcp`). Filled by the service work."""
+"""CLI commands of the agent service: `muarl serve` (the API), `muarl mcp --stdio` (the store
+tools over MCP on stdin/stdout) and `muarl run` (what `make run` calls: migrate, fill an
+empty store with the tau retail data or a synthetic one, then serve and say where everything
+is). None of them imports torch or `rl/`."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+console = Console(stderr=True)
+
+Host = Annotated[str, typer.Option("--host", help="address to listen on")]
+Port = Annotated[int, typer.Option("--port", min=1, max=65535, help="port to listen on")]
 
 
 def register(app: typer.Typer) -> None:
     """Add the service's commands to the `muarl` app."""
-    del app
+    app.command("serve")(serve)
+    app.command("mcp")(mcp)
+    app.command("run")(run)
+
+
+def serve(host: Host = "127.0.0.1", port: Port = 8000) -> None:
+    """Start the API (chat, MCP at /mcp, docs at /docs) on DATABASE_URL or the embedded store."""
+    _serve(host, port)
+
+
+def mcp(
+    stdio: Annotated[bool, typer.Option("--stdio", help="speak MCP on stdin/stdout")] = False,
+    database_url: Annotated[str | None, typer.Option("--database-url",
+                                                     help="store to act on (default DATABASE_URL)")] = None,
+) -> None:
+    """Serve the store tools over MCP on stdio, acting as staff on the live store (or the given one)."""
+    if not stdio:
+        console.print("[red]error:[/red] pass --stdio (over HTTP, MCP is served by `muarl serve` at /mcp)")
+        raise typer.Exit(2)
+    import anyio
+
+    from backend.api.app import retail_registry
+    from backend.db.engine import database_url as resolve_url
+    from backend.db.engine import make_engine
+    from backend.tools.mcp_server import build_mcp_server
+
+    engine = make_engine(database_url or resolve_url(), pool_size=2, max_overflow=4)
+    server = build_mcp_server(engine.connect, retail_registry(), actor="mcp-stdio")
+
+    async def main() -> None:
+        try:
+            await server.run_stdio_async()
+        finally:
+            await engine.dispose()
+
+    anyio.run(main)
+
+
+def run(host: Host = "127.0.0.1", port: Port = 8000) -> None:
+    """Migrate, load the tau retail store (or a synthetic one) if the store is empty, and serve."""
+    from backend.config import get_settings
+    from backend.db.engine import database_url
+
+    settings = get_settings()
+    with console.status("starting the database"):
+        url = database_url(settings)
+    where = "DATABASE_URL" if settings.database_url else f"embedded PostgreSQL under {settings.var_dir}"
+    console.print(f"store: {where}")
+    asyncio.run(_prepare_store(url, settings.benchmarks_dir))
+    if not settings.mcp_token:
+        token = secrets.token_urlsafe(24)
+        os.environ["MUARL_MCP_TOKEN"] = token
+        get_settings.cache_clear()
+        console.print(f"MUARL_MCP_TOKEN was not set; this run's MCP token: [bold]{token}[/bold]")
+    settings = get_settings()
+    base = f"http://{host}:{port}"
+    console.print(f"API      {base}/v1/conversations")
+    console.print(f"docs     {base}/docs")
+    console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN)")
+    console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
+    if settings.llm_base_url and settings.llm_model:
+        console.print(f"model    {settings.llm_model} at {settings.llm_base_url}")
+    else:
+        console.print("model    [yellow]none configured[/yellow]: chat answers 503 until MUARL_LLM_BASE_URL and "
+                      "MUARL_LLM_MODEL are set")
+    _serve(host, port, db_url=url)
+
+
+async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
+    from backend.db.engine import make_engine
+    from backend.db.migrate import upgrade_database
+    from backend.store.tau_data import store_is_empty
+
+    await upgrade_database(url)
+    engine = make_engine(url, null_pool=True)
+    try:
+        async with engine.connect() as conn:
+            empty = await store_is_empty(conn)
+    finally:
+        await engine.dispose()
+    if not empty:
+        console.print("store: already has data")
+        return
+    from backend.store.service import load_data_into_store
+
+    if (benchmarks_dir / "tau1" / "retail" / "users.json").is_file():
+        from backend.store.tau_data import read_tau_retail
+
+        data = read_tau_retail(benchmarks_dir)
+        source = f"tau-bench retail data from {benchmarks_dir}"
+    else:
+        try:
+            from backend.store.seed import generate_store
+        except ImportError:
+            console.print(f"[yellow]store is empty[/yellow]: no tau data under {benchmarks_dir} and no generator")
+            return
+        data = generate_store(0, 500)
+        source = "a synthetic store (seed 0, 500 customers)"
+    with console.status(f"loading {source}"):
+        counts = await load_data_into_store(data, url=url)
+    console.print(f"store: loaded {source}: {counts['users']} customers, {counts['orders']} orders, "
+                  f"{counts['products']} products")
+
+
+def _serve(host: str, port: int, db_url: str | None = None) -> None:
+    import uvicorn
+
+    from backend.api.app import create_app
+
+    app = create_app(db_url=db_url)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

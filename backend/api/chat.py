@@ -203,11 +203,11 @@ class ChatService:
 
                 ctx = ToolContext(conn, principal=Principal.customer(turn.customer_user_id), on_denied=[on_denied])
                 result = await self.registry.call(ctx, name, arguments)
-                for call in denied:
-                    await store.write_audit(conn, event="tool_denied", actor="customer", tool=call.tool,
-                                            arguments=call.arguments, reason=call.reason,
+                for refused in denied:
+                    await store.write_audit(conn, event="tool_denied", actor="customer", tool=refused.tool,
+                                            arguments=refused.arguments, reason=refused.reason,
                                             conversation_id=turn.conversation_id,
-                                            principal_user_id=call.principal_user_id)
+                                            principal_user_id=refused.principal_user_id)
                 bound = ctx.principal.user_id
                 if bound is not None and bound != turn.customer_user_id:
                     await store.bind_customer(conn, turn.conversation_id, bound)

@@ -1,5 +1,5 @@
-"""Fixtures for the API tests: the real app served by uvicorn on a loopback port, on a private
-copy of the tau retail store, talking to a fake OpenAI-compatible server that replays a
+"""Fixtures and helpers for the API tests (and the MCP tests): the real app served by uvicorn
+on a loopback port, on a private copy of the tau retail store, talking to a fake OpenAI-compatible server that replays a
 script; plus helpers to pick customers out of the tau data and to read the database."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import json
 
 import httpx
 
-from tests.backend.api.conftest import ApiServer, customer_with, db_rows, start_chat
+from tests.backend.api.serving import ApiServer, customer_with, db_rows, start_chat
 from tests.fakes.openai_server import FakeOpenAIServer, Script, text, tool_call
 
 
