@@ -1,0 +1,83 @@
+"""GRPO throughput on the tiny Qwen3 recipe, side by side with plain baselines (one run):
+- policy update (reference log-probs + forward/backward over rollout tokens) vs a plain
+  forward+backward of the same model on the same batch, in tokens/s (target: >= 70%);
+- rollout generation through LocalPolicy (KV cache, sampling log-probs) vs plain batched
+  `model.generate` of the same model on the same prompts, in new tokens/s.
+Usage: .venv/bin/python bench/grpo_bench.py [--traces 16] [--length 1024] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+import time
+
+import torch
+
+from rl.grpo.logprobs import micro_batches, token_logprobs
+from rl.grpo.trace import Trace
+from rl.grpo.trainer import GRPOConfig, GRPOTrainer
+from rl.models.tiny import build_tiny_model, n_parameters
+from rl.models.tokenizer import train_bpe
+from rl.policies.local import LocalPolicy
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--traces", type=int, default=16)
+    ap.add_argument("--length", type=int, default=1024)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(3000)]
+    tok = train_bpe([" ".join(rng.choice(words) for _ in range(400)) for _ in range(400)], vocab_size=4096)
+    model = build_tiny_model(tok)
+    vocab = len(tok) - 20
+    traces = []
+    for i in range(a.traces):
+        n = a.length - rng.randint(0, a.length // 4)
+        mask = [0] * (n // 2) + [1] * (n - n // 2)
+        traces.append(Trace(input_ids=[rng.randrange(20, vocab) for _ in range(n)], logprobs=[-8.0] * n,
+                            loss_mask=mask, group=str(i // 4), reward=float(i % 2)))
+    tokens = sum(len(t) for t in traces)
+    model.train()
+    warm = next(micro_batches(traces[:2], 8192, tok.pad_token_id))  # first-call allocations
+    token_logprobs(model, warm)[0].sum().backward()
+    t0 = time.perf_counter()
+    for mb in micro_batches(traces, 8192, tok.pad_token_id):
+        lp, _ = token_logprobs(model, mb)
+        (-(lp * mb.loss_mask).sum() / tokens).backward()
+    plain = tokens / (time.perf_counter() - t0)
+    trainer = GRPOTrainer(model, tok, [0], lambda *x: [], GRPOConfig(lr=1e-6), tempfile.mkdtemp())
+    grpo = trainer.update(traces)["update_tokens_per_s"]
+    prompts = [[rng.randrange(20, vocab) for _ in range(a.length // 2)] for _ in range(a.traces)]
+    model.eval()
+    policy = LocalPolicy(model, tok, max_new_tokens=a.new_tokens)
+    policy._generate(prompts[:2])  # warm-up
+    t0 = time.perf_counter()
+    outs = policy._generate(prompts)
+    ours = sum(len(o[0]) for o in outs) / (time.perf_counter() - t0)
+    width = max(map(len, prompts))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(p)) + p for p in prompts])
+    att = torch.ones_like(ids)
+    t0 = time.perf_counter()
+    out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=a.new_tokens,
+                         min_new_tokens=a.new_tokens, do_sample=True, top_k=0, top_p=1.0)
+    hf = (out.shape[1] - width) * len(prompts) / (time.perf_counter() - t0)
+    result = {"parameters": n_parameters(model), "batch_tokens": tokens,
+              "plain_fwd_bwd_tokens_per_s": plain, "grpo_update_tokens_per_s": grpo,
+              "update_ratio": grpo / plain, "rollout_new_tokens_per_s": ours,
+              "hf_generate_new_tokens_per_s": hf, "generation_ratio": ours / hf}
+    if a.json:
+        print(json.dumps(result))
+    else:
+        for k, v in result.items():
+            print(f"{k:32s} {v:,.3f}" if isinstance(v, float) else f"{k:32s} {v}")
+
+
+if __name__ == "__main__":
+    main()
