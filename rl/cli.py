@@ -11,3 +11,5 @@ def register(app: typer.Typer) -> None:
     from rl.tau_cli import register as register_tau
 
     register_tau(app)
+    __import__("rl.tasks_cli", fromlist=["register"]).register(app)
+    __import__("rl.eval_cli", fromlist=["register"]).register(app)

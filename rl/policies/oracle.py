@@ -140,6 +140,9 @@ class OracleSession:
             return text_message("Is there anything else I can help you with?")
         self.phase = "lookups"
         self.queue = list(g.lookups)
+        pm = g.action.arguments.get("payment_method_id") if g.action else None
+        if pm and not any(a.name == "get_user_details" for a in self.queue):
+            self.queue.append(Action(name="get_user_details", arguments={"user_id": self.task.customer.user_id}))
         if self.queue:
             return self._call(self.queue.pop(0))
         return self._decide(g, messages)
@@ -164,8 +167,7 @@ class OracleSession:
             return self._call(action)
         if g.outcome == "refuse" or g.action is None:
             self.phase = "refused"
-            return text_message(f"I'm sorry, but I can't {W.describe(g.action, messages) if g.action else 'do that'}"
-                                f": {g.explain}.")
+            return text_message(f"I'm sorry, but I can't {W.refusal(g, messages)}: {g.explain}.")
         if (g.kind in ("exchange", "modify_items") or g.late) and self.phase != "asked_complete":
             self.phase = "asked_complete"
             return text_message(f"Have you listed all the items you want to {W.VERB.get(g.kind, 'change')}? "

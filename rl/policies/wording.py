@@ -80,6 +80,20 @@ def describe(action: Action, messages: list[Message]) -> str:
     return f"run {n} with {json.dumps(a)}"
 
 
+def refusal(goal: Goal, messages: list[Message]) -> str:
+    """What the oracle cannot do, in a few words."""
+    a = goal.action
+    if a is None:
+        return "do that"
+    ref = order_ref(str(a.arguments.get("order_id", "")))
+    if a.name == "cancel_pending_order":
+        return f"cancel order {ref}"
+    if a.name == "return_delivered_order_items":
+        _, pms = _records(messages)
+        return f"send the refund for order {ref} to {_pay(str(a.arguments.get('payment_method_id')), pms)}"
+    return describe(a, messages)
+
+
 def report(goal: Goal, messages: list[Message]) -> str:
     a = goal.action
     if a is None:

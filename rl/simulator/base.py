@@ -57,3 +57,17 @@ def last_agent_text(conversation: list[Message]) -> str:
         if m.get("role") == "user":
             return ""
     return ""
+
+
+def make_user(spec: str, **options: Any) -> UserSimulator:
+    """Build a simulator from `scripted`, `scripted-static` or `llm:MODEL` (options go to the LLM one)."""
+    if spec in ("scripted", "scripted-static"):
+        from rl.simulator.scripted import ScriptedCustomer
+
+        return ScriptedCustomer(static=spec == "scripted-static")
+    prefix, _, model = spec.partition(":")
+    if prefix == "llm" and model:
+        from rl.simulator.llm import LLMCustomer
+
+        return LLMCustomer(model, **options)
+    raise ValueError(f"unknown user simulator {spec!r}; use scripted, scripted-static or llm:MODEL")

@@ -18,6 +18,7 @@ import random
 
 from rl.simulator import reading as R
 from rl.simulator.base import STOP, Message, last_agent_text
+from rl.tasks.criteria import same_action
 from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 
@@ -75,6 +76,7 @@ class ScriptedSession:
         self.authenticated = False
         self.revealed: set[str] = set()
         self.finished = False
+        self.seen_calls: set[str] = set()
 
     # -------------------------------------------------------------------- the interface
 
@@ -91,6 +93,8 @@ class ScriptedSession:
         self.turns_on_goal += 1
         if self.k < len(self.goals) and self.status.get(self.goal.id) == "done":
             return self._advance(prefix=self.rng.choice(THANKS))
+        if self.k < len(self.goals) and self.status.get(self.goal.id) == "failed":
+            return self._advance(prefix="I see, that can't be done then.")
         if self.k >= len(self.goals):
             return self._finish("")
         return self._react(text)
@@ -113,13 +117,30 @@ class ScriptedSession:
         for m in conversation:
             for call in m.get("tool_calls") or []:
                 out = results.get(call.get("id"))
-                if out is None or out.startswith("Error") or out.startswith("Unknown action"):
+                if out is None or call.get("id") in self.seen_calls:
                     continue
+                self.seen_calls.add(call.get("id"))
                 name = call["function"]["name"]
+                if out is None:
+                    continue
+                if out.startswith(("Error", "Unknown action")):
+                    if self._is_gold_call(name, call["function"].get("arguments")):
+                        self.status[self.goal.id] = "failed"  # the very action wanted cannot be done
+                    continue
                 if name.startswith("find_user_id"):
                     self.authenticated = True
                 elif self.k < len(self.goals) and self._serves(name, call["function"].get("arguments")):
                     self.status[self.goal.id] = "done"
+
+    def _is_gold_call(self, name: str, arguments: object) -> bool:
+        g = self.goals[self.k] if self.k < len(self.goals) else None
+        if g is None or g.outcome != "act" or g.action is None:
+            return False
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
+        except (ValueError, TypeError):
+            return False
+        return same_action(g.action, name, args)
 
     def _serves(self, name: str, arguments: object) -> bool:
         g = self.goal

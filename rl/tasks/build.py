@@ -31,17 +31,24 @@ def gold_plan(customer: Customer, goals: list[Goal]) -> list[Action]:
 
 def criteria_for(goals: list[Goal]) -> list[Criterion]:
     out = [Criterion(id="authenticated", kind="authenticated", description="the customer was authenticated")]
+    done = {(g.action.name, _target(g.action)) for g in goals if g.outcome == "act" and g.action is not None}
     for g in goals:
         if g.outcome == "act" and g.action is not None:
             out.append(Criterion(id=f"{g.id}:done", kind="action", action=g.action,
                                  description=f"{g.action.name} for {g.order_id or g.kind} as asked"))
         elif g.outcome in ("refuse", "abandon") and g.action is not None:
             why = "forbidden by policy" if g.outcome == "refuse" else "the customer changed their mind"
+            exact = (g.action.name, _target(g.action)) in done
             out.append(Criterion(id=f"{g.id}:not_done", kind="no_action", action=g.action,
+                                 match="exact" if exact else "target",
                                  description=f"no {g.action.name} on {g.order_id or g.kind} ({why})"))
         for i, a in enumerate(g.answer):
             out.append(Criterion(id=f"{g.id}:said:{i}", kind="output", output=a, description=f"told the customer {a}"))
     return out
+
+
+def _target(a: Action) -> object:
+    return a.arguments.get("order_id", a.arguments.get("user_id"))
 
 
 def instruction_for(customer: Customer, goals: list[Goal]) -> str:

@@ -44,6 +44,8 @@ def check(c: Criterion, calls: list[tuple[str, dict[str, Any], bool]], agent_tex
         return any(n.startswith("find_user_id") for n, _ in ok_calls)
     if c.kind == "action" and c.action is not None:
         return any(same_action(c.action, n, a) for n, a in ok_calls)
+    if c.kind == "no_action" and c.action is not None and c.match == "exact":
+        return not any(same_action(c.action, n, a) for n, a in ok_calls)
     if c.kind == "no_action" and c.action is not None:
         target = _target(c.action.arguments)
         return not any(n == c.action.name and _target(a) == target for n, a in ok_calls)

@@ -104,6 +104,8 @@ class Criterion(_Model):
     description: str
     action: Action | None = None
     output: str | None = None
+    # no_action: "target" = no such call on the same order/user at all; "exact" = not this very call
+    match: Literal["target", "exact"] = "target"
 
 
 class Task(_Model):

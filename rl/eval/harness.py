@@ -1,0 +1,109 @@
+"""The evaluation harness: K trials of every task, many episodes at once, scored and summarised.
+
+`await evaluate(tasks, policy, user, trials=K, concurrency=N, out_dir=DIR)` builds one snapshot per
+store a task file refers to (or uses snapshots the caller passes in), runs every (task, trial) as an
+episode on a sandbox from a pool, at most N at a time, appends each trajectory to
+`DIR/episodes.jsonl` as it finishes, and writes `DIR/summary.json` and `DIR/summary.md`. It returns
+the trajectories and the summary; the trainer and the promotion gates call it directly. Databases it
+creates are dropped on the way out, errors and cancellation included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from backend.agent.policy import STORE_POLICY
+from rl.env import GoldStateCache, SandboxPool, Snapshot, create_snapshot, drop_snapshot
+from rl.env.episode import EpisodeLimits, Trajectory, run_episode
+from rl.eval.summary import summarize, to_markdown
+from rl.policies.base import AgentPolicy
+from rl.simulator.base import UserSimulator
+from rl.tasks.schema import Task
+from rl.tasks.stores import resolve_store
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class EvalResult:
+    trajectories: list[Trajectory]
+    summary: dict[str, Any]
+
+
+def episode_seed(seed: int, task_id: str, trial: int) -> int:
+    return int(hashlib.sha256(f"{seed}:{task_id}:{trial}".encode()).hexdigest()[:8], 16)
+
+
+async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, *, trials: int = 1,
+                   concurrency: int = 8, server_url: str | None = None, out_dir: Path | None = None,
+                   seed: int = 0, limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
+                   data_dir: Path | None = None, snapshots: dict[str, Snapshot] | None = None,
+                   on_episode: Callable[[Trajectory], None] | None = None) -> EvalResult:
+    """Run and score `trials` episodes of every task (see the module docstring)."""
+    if trials < 1 or concurrency < 1:
+        raise ValueError("trials and concurrency must be at least 1")
+    if not tasks:
+        raise ValueError("no tasks to evaluate")
+    from backend.db.engine import database_url, normalize_url
+
+    server_url = normalize_url(server_url) if server_url else database_url()
+    start = time.perf_counter()
+    out_file = None
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        out_file = (out_dir / "episodes.jsonl").open("w")
+    given = dict(snapshots or {})
+    made: list[Snapshot] = []
+    pools: dict[str, SandboxPool] = {}
+    cache = GoldStateCache()
+    sem = asyncio.Semaphore(concurrency)
+    trajs: list[Trajectory] = []
+    try:
+        for ref in sorted({t.snapshot for t in tasks}):
+            snap = given.get(ref)
+            if snap is None:
+                snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
+                made.append(snap)
+            pools[ref] = await SandboxPool(snap, size=min(2 * concurrency, 32)).start()
+
+        async def one(task: Task, trial: int) -> Trajectory:
+            async with sem, pools[task.snapshot].sandbox() as sb:
+                traj = await run_episode(task, policy, user, sb, cache=cache, trial=trial,
+                                         seed=episode_seed(seed, task.id, trial), limits=limits,
+                                         system_prompt=system_prompt)
+            trajs.append(traj)
+            if out_file is not None:
+                out_file.write(traj.model_dump_json() + "\n")
+                out_file.flush()
+            if on_episode is not None:
+                on_episode(traj)
+            return traj
+
+        await asyncio.gather(*(one(task, trial) for trial in range(trials) for task in tasks))
+    finally:
+        if out_file is not None:
+            out_file.close()
+        for pool in pools.values():
+            await pool.close()
+        for snap in made:
+            await drop_snapshot(snap)
+    order = {t.id: i for i, t in enumerate(tasks)}
+    trajs.sort(key=lambda t: (order[t.task_id], t.trial))
+    meta = {"policy": policy.name, "policy_model": policy.model, "user": user.name, "user_model": user.model,
+            "user_prompt_version": user.prompt_version, "seed": seed, "max_turns": limits.max_turns,
+            "wall_s": round(time.perf_counter() - start, 3)}
+    summary = summarize(tasks, trajs, trials, meta=meta, seed=seed)
+    if out_dir is not None:
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        (out_dir / "summary.md").write_text(to_markdown(summary))
+    return EvalResult(trajs, summary)

@@ -1,0 +1,51 @@
+"""Replaying task gold plans through the real tools on sandboxes, to prove they run cleanly.
+
+Each task's gold actions run in order as staff on a fresh sandbox of its snapshot; every write must
+succeed (reads may legitimately fail in imported tau tasks, so only writes are checked). Returns
+the problems as (task id, message) pairs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rl.env import SandboxPool, Snapshot, create_snapshot, drop_snapshot, replay_actions
+from rl.tasks.schema import Task
+from rl.tasks.stores import resolve_store
+from rl.tasks.tools_meta import WRITE_TOOLS
+
+
+async def verify_gold(tasks: list[Task], *, server_url: str | None = None, data_dir: Path | None = None,
+                      snapshots: dict[str, Snapshot] | None = None, concurrency: int = 4) -> list[tuple[str, str]]:
+    from backend.db.engine import database_url, normalize_url
+
+    server_url = normalize_url(server_url) if server_url else database_url()
+    given = dict(snapshots or {})
+    made: list[Snapshot] = []
+    pools: dict[str, SandboxPool] = {}
+    problems: list[tuple[str, str]] = []
+    sem = asyncio.Semaphore(concurrency)
+    try:
+        for ref in sorted({t.snapshot for t in tasks}):
+            snap = given.get(ref)
+            if snap is None:
+                snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
+                made.append(snap)
+            pools[ref] = await SandboxPool(snap, size=concurrency).start()
+
+        async def one(task: Task) -> None:
+            async with sem, pools[task.snapshot].sandbox() as sb:
+                actions = [{"name": a.name, "arguments": a.arguments} for a in task.gold_actions]
+                results = await replay_actions(sb, actions, upstream_compat=False)
+            for a, r in zip(task.gold_actions, results, strict=True):
+                if r is not None and a.name in WRITE_TOOLS and not r.ok:
+                    problems.append((task.id, f"{a.name} failed: {r.output}"))
+
+        await asyncio.gather(*(one(t) for t in tasks))
+    finally:
+        for pool in pools.values():
+            await pool.close()
+        for snap in made:
+            await drop_snapshot(snap)
+    return problems
