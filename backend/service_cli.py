@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 Host = Annotated[str, typer.Option("--host", help="address to listen on")]
 Port = Annotated[int, typer.Option("--port", min=1, max=65535, help="port to listen on")]
@@ -62,9 +62,12 @@ def mcp(
 
 def run(host: Host = "127.0.0.1", port: Port = 8000) -> None:
     """Migrate, load the tau retail store (or a synthetic one) if the store is empty, and serve."""
+    import logging
+
     from backend.config import get_settings
     from backend.db.engine import database_url
 
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = get_settings()
     with console.status("starting the database"):
         url = database_url(settings)
@@ -131,5 +134,16 @@ def _serve(host: str, port: int, db_url: str | None = None) -> None:
 
     from backend.api.app import create_app
 
+    class Server(uvicorn.Server):
+        """Ctrl-C / SIGTERM end the service gracefully, without re-raising the signal afterwards
+        (which would print a traceback from an already finished shutdown)."""
+
+        def handle_exit(self, sig, frame) -> None:  # type: ignore[no-untyped-def]
+            if self.should_exit:  # a second signal: stop waiting for open connections
+                self.force_exit = True
+            self.should_exit = True
+
     app = create_app(db_url=db_url)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    server.run()
+    console.print("stopped")
