@@ -113,7 +113,8 @@ class SandboxPool:
         self._creating = 0
         self._made: set[str] = set()  # every database this pool created and has not dropped
         self._admin_engine: AsyncEngine | None = None
-        self._admins: asyncio.Queue[AsyncConnection] = asyncio.Queue()
+        # autocommit connections to the server's maintenance db (None: connect on next use)
+        self._admins: asyncio.Queue[AsyncConnection | None] = asyncio.Queue()
         self._changed = asyncio.Condition()
         self._need = asyncio.Event()
         self._refill_task: asyncio.Task | None = None
@@ -127,7 +128,7 @@ class SandboxPool:
         """Open admin connections, start refilling; with `wait`, return once `size` are ready."""
         self._admin_engine = _admin_engine(self.snapshot.server_url)
         for _ in range(self.workers + 1):
-            self._admins.put_nowait(await self._admin_engine.connect())
+            self._admins.put_nowait(None)  # connected on first use
         if self.max_sandboxes is None:
             self.max_sandboxes = await self._connection_budget()
         self.size = min(self.size, self.max_sandboxes)
@@ -157,8 +158,8 @@ class SandboxPool:
             self._refill_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._refill_task
-        if self._drops:
-            await asyncio.gather(*self._drops, return_exceptions=True)
+        while self._drops:
+            await asyncio.gather(*list(self._drops), return_exceptions=True)
         for sb in [*self._ready, *self._in_use]:
             await sb.close()
         self._ready.clear()
@@ -172,8 +173,10 @@ class SandboxPool:
                         log.exception("sandbox.drop_failed", name=name)
             self._made.clear()
             while not self._admins.empty():
-                with contextlib.suppress(Exception):
-                    await self._admins.get_nowait().close()
+                admin = self._admins.get_nowait()
+                if admin is not None:
+                    with contextlib.suppress(Exception):
+                        await admin.close()
             await self._admin_engine.dispose()
 
     # ------------------------------------------------------------------ handing out
@@ -198,9 +201,7 @@ class SandboxPool:
         if sandbox not in self._in_use:
             return
         self._in_use.discard(sandbox)
-        task = asyncio.create_task(self._drop(sandbox))
-        self._drops.add(task)
-        task.add_done_callback(self._drops.discard)
+        self._track(asyncio.create_task(self._drop(sandbox)))
 
     @contextlib.asynccontextmanager
     async def sandbox(self) -> AsyncIterator[Sandbox]:
@@ -229,13 +230,32 @@ class SandboxPool:
     def _live(self) -> int:
         return len(self._ready) + len(self._in_use) + self._creating
 
-    async def _connection_budget(self) -> int:
-        admin = await self._admins.get()
+    @contextlib.asynccontextmanager
+    async def _admin(self) -> AsyncIterator[AsyncConnection]:
+        """One of the pool's admin connections; one that fails (or is cancelled mid-statement)
+        is closed in the background and replaced by a fresh one on next use."""
+        conn = await self._admins.get()
         try:
+            if conn is None:
+                assert self._admin_engine is not None
+                conn = await self._admin_engine.connect()
+            yield conn
+        except BaseException:
+            if conn is not None:
+                self._track(asyncio.create_task(conn.close()))
+            conn = None
+            raise
+        finally:
+            self._admins.put_nowait(conn)
+
+    def _track(self, task: asyncio.Task) -> None:
+        self._drops.add(task)
+        task.add_done_callback(self._drops.discard)
+
+    async def _connection_budget(self) -> int:
+        async with self._admin() as admin:
             limit = int(await admin.scalar(text("SHOW max_connections")))
             reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-        finally:
-            self._admins.put_nowait(admin)
         # leave room for the pool's own admin connections and for other clients of the server
         return max(1, limit - reserved - (self.workers + 1) - 12)
 
@@ -251,15 +271,12 @@ class SandboxPool:
     async def _make(self, *, in_use: bool) -> Sandbox:
         self._creating += 1
         name = self._next_name()
-        admin = await self._admins.get()
         try:
-            self._made.add(name)
-            sb = await create_sandbox(admin, self.snapshot, name, strategy=self.strategy, pool=self)
-        except BaseException:
-            self._made.discard(name)
-            raise
+            async with self._admin() as admin:
+                # noted before the copy: a copy cancelled half-way may still exist; close() drops it
+                self._made.add(name)
+                sb = await create_sandbox(admin, self.snapshot, name, strategy=self.strategy, pool=self)
         finally:
-            self._admins.put_nowait(admin)
             self._creating -= 1
         if self._closed:
             await self._drop(sb)
@@ -298,14 +315,12 @@ class SandboxPool:
 
     async def _drop(self, sandbox: Sandbox) -> None:
         await sandbox.close()
-        admin = await self._admins.get()
         try:
-            await admin.execute(text(f'DROP DATABASE IF EXISTS "{sandbox.name}" WITH (FORCE)'))
+            async with self._admin() as admin:
+                await admin.execute(text(f'DROP DATABASE IF EXISTS "{sandbox.name}" WITH (FORCE)'))
             self._made.discard(sandbox.name)
-        except Exception:
-            log.exception("sandbox.drop_failed", name=sandbox.name)
-        finally:
-            self._admins.put_nowait(admin)
+        except Exception as e:  # close() tries again
+            log.warning("sandbox.drop_failed", name=sandbox.name, error=str(e))
         async with self._changed:
             self._changed.notify_all()
         self._need.set()
