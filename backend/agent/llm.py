@@ -13,12 +13,14 @@ customer politely. Latency and errors are exported as Prometheus metrics.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
 import structlog
 from prometheus_client import Counter, Histogram
 
@@ -128,7 +130,11 @@ class OpenAICompatibleModel:
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
         try:
-            response = await self._client.chat.completions.create(**kwargs)
+            # the client's documented raw-request path: same auth, errors and timeouts as
+            # `chat.completions.create`, without walking every message and tool schema through
+            # its typed request transform (about 8 ms of CPU per call with 16 tools)
+            response = await self._client.post("/chat/completions", body=kwargs, cast_to=httpx.Response)
+            payload = response.json()
         except openai.APITimeoutError as e:
             raise LLMUnavailable("timeout", f"the model did not answer in time: {e}") from None
         except openai.APIConnectionError as e:
@@ -140,26 +146,29 @@ class OpenAICompatibleModel:
             raise LLMUnavailable(kind, f"the model endpoint answered {e.status_code}: {e.message}") from None
         except openai.APIError as e:  # unparseable bodies and the like
             raise LLMUnavailable("bad_response", f"the model endpoint gave a bad answer: {e}") from None
-        return _to_completion(response, self.name)
+        except ValueError as e:
+            raise LLMUnavailable("bad_response", f"the model endpoint answered something that is not JSON: {e}") \
+                from None
+        return _to_completion(payload, self.name)
 
 
-def _to_completion(response: Any, default_model: str) -> Completion:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
-        raise LLMUnavailable("bad_response", "the model returned no choices")
-    message = choices[0].message
-    content = _THINK.sub("", message.content or "").strip()
-    calls = []
-    for i, call in enumerate(message.tool_calls or []):
-        fn = getattr(call, "function", None)
-        if fn is None:
-            continue
-        arguments = fn.arguments if isinstance(fn.arguments, str) else _dumps(fn.arguments)
-        calls.append(ToolCallRequest(id=call.id or f"call_{i}", name=fn.name or "", arguments=arguments or ""))
-    return Completion(content=content, tool_calls=calls, model=getattr(response, "model", None) or default_model)
-
-
-def _dumps(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
+def _to_completion(payload: Any, default_model: str) -> Completion:
+    """A chat-completions JSON answer as a `Completion` (anything malformed is a bad response)."""
+    try:
+        message = payload["choices"][0]["message"]
+        content = message.get("content") or ""
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(content, str) or not isinstance(raw_calls, list):
+            raise TypeError("content must be text and tool_calls a list")
+        calls = []
+        for i, call in enumerate(raw_calls):
+            fn = call.get("function") or {}
+            arguments = fn.get("arguments")
+            if not isinstance(arguments, str):
+                arguments = "" if arguments is None else json.dumps(arguments)
+            calls.append(ToolCallRequest(id=str(call.get("id") or f"call_{i}"), name=str(fn.get("name") or ""),
+                                         arguments=arguments))
+        model = payload.get("model") or default_model
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        raise LLMUnavailable("bad_response", f"the model endpoint's answer has no usable message: {e!r}") from None
+    return Completion(content=_THINK.sub("", content).strip(), tool_calls=calls, model=str(model))

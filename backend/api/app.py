@@ -10,6 +10,7 @@ Everything the app needs is built here once and kept on `app.state`: the store's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -38,8 +39,15 @@ def retail_registry() -> ToolRegistry:
     return RETAIL
 
 
+def quiet_libraries() -> None:
+    """HTTP clients log every request at INFO: one line per model call is noise (and CPU) here."""
+    for name in ("httpx", "httpcore", "openai", "mcp"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def create_app(settings: Settings | None = None, *, db_url: str | None = None) -> FastAPI:
     settings = settings or get_settings()
+    quiet_libraries()
     url = db_url or database_url(settings)
     engine = make_engine(url, pool_size=settings.api_db_pool_size, max_overflow=settings.api_db_pool_size)
     registry = retail_registry()

@@ -80,7 +80,9 @@ class ChatService:
         if len(content) > limit:
             raise Problem(413, f"The message has {len(content)} characters; at most {limit} are accepted.")
 
-    async def begin_turn(self, conv: store.ConversationRow, content: str) -> Turn:
+    async def begin_turn(self, conv: store.ConversationRow, content: str, started: float | None = None) -> Turn:
+        """Take the conversation's turn for `content` (`started`: when the request arrived)."""
+        started = time.perf_counter() if started is None else started
         self.check_message(content)
         if conv.status == "transferred":
             raise Problem(409, "This conversation was handed to a human agent; start a new conversation.")
@@ -106,8 +108,7 @@ class ChatService:
             raise
         history = [store.as_model_message(r) for r in rows if not r["notice"]]
         history.append({"role": "user", "content": store.clean_text(content)})
-        return Turn(conv.id, lease.customer_user_id, history, seq + 1, time.perf_counter(), lock,
-                    status=lease.status)
+        return Turn(conv.id, lease.customer_user_id, history, seq + 1, started, lock, status=lease.status)
 
     async def _acquire_lease(self, conversation_id: str) -> store.Lease:
         deadline = time.monotonic() + self.settings.api_turn_lease_s

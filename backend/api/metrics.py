@@ -38,6 +38,7 @@ class RequestMetrics:
             await self.app(scope, receive, send)
             return
         start = time.perf_counter()
+        scope.setdefault("state", {})["request_started"] = start  # turns measure their overhead from here
         status = 500
 
         async def send_wrapper(message: Message) -> None:

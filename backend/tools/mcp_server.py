@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -55,7 +56,10 @@ def build_mcp_server(connect: Connect, registry: ToolRegistry = RETAIL, *, actor
                      audit_writes: bool = True) -> MCPServer:
     """An MCP server exposing `registry` on the store reached through `connect()`."""
     tools = [_mcp_tool(t, connect, registry, actor, audit_writes) for t in registry]
-    return MCPServer("muarl-store", instructions=INSTRUCTIONS, tools=tools)
+    # log_level: the SDK otherwise installs an INFO-level root handler (every HTTP call logged)
+    server = MCPServer("muarl-store", instructions=INSTRUCTIONS, tools=tools, log_level="WARNING")
+    logging.getLogger("mcp").setLevel(logging.WARNING)
+    return server
 
 
 def _mcp_tool(t: Tool, connect: Connect, registry: ToolRegistry, actor: str, audit_writes: bool) -> MCPTool:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
@@ -110,9 +111,9 @@ async def start_conversation(engine: EngineDep, response: Response) -> Conversat
              responses={413: {"description": "message too long"}, 429: {"description": "rate limited"},
                         503: {"description": "no model configured"}})
 async def send_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep,
-                       response: Response) -> AgentReply:
+                       request: Request, response: Response) -> AgentReply:
     """Send the customer's message; the agent's reply is in `reply`."""
-    turn = await chat.begin_turn(conv, message.content)
+    turn = await chat.begin_turn(conv, message.content, getattr(request.state, "request_started", None))
     reply, steps = await asyncio.shield(_in_background(chat.answer(turn)))
     response.headers["Server-Timing"] = _server_timing(turn)
     return AgentReply(conversation_id=conv.id, reply=reply.content, model=reply.model, notice=reply.notice,
@@ -123,9 +124,10 @@ async def send_message(conv: CustomerConversation, message: CustomerMessage, cha
 @router.post("/{conversation_id}/messages/stream",
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "events: tool_call, tool_result, reply, done"}})
-async def stream_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep) -> StreamingResponse:
+async def stream_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep,
+                         request: Request) -> StreamingResponse:
     """Send the customer's message and follow the agent's work as server-sent events."""
-    turn = await chat.begin_turn(conv, message.content)
+    turn = await chat.begin_turn(conv, message.content, getattr(request.state, "request_started", None))
     queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
 
     async def produce() -> None:
@@ -173,8 +175,6 @@ def _sse_event(event: AssistantStep | ToolStep | Reply, turn: Turn) -> tuple[str
 
 
 def _server_timing(turn: Turn) -> str:
-    import time
-
     total = (time.perf_counter() - turn.started) * 1000.0
     model = turn.stats.model_seconds * 1000.0
     return f"overhead;dur={max(0.0, total - model):.3f}, model;dur={model:.3f}"
