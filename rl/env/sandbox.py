@@ -33,6 +33,7 @@ from backend.db.engine import admin_url, check_db_name, with_database
 from backend.tools.context import Principal, ToolContext
 from rl.env.changes import Changes, changed_records
 from rl.env.snapshot import Snapshot
+from rl.env.warmup import warm_up
 
 log = structlog.get_logger(__name__)
 
@@ -98,7 +99,7 @@ class SandboxPool:
     """Ready-made sandboxes of one snapshot, refilled in the background."""
 
     def __init__(self, snapshot: Snapshot, size: int = 8, *, max_sandboxes: int | None = None,
-                 workers: int = 2, strategy: Strategy = DEFAULT_STRATEGY) -> None:
+                 workers: int = 2, strategy: Strategy = DEFAULT_STRATEGY, warm: bool = True) -> None:
         if size < 0 or workers < 1:
             raise ValueError("size must be >= 0 and workers >= 1")
         self.snapshot = snapshot
@@ -106,6 +107,7 @@ class SandboxPool:
         self.workers = workers
         self.strategy: Strategy = strategy
         self.max_sandboxes = max_sandboxes
+        self.warm = warm
         self._id = uuid.uuid4().hex[:6]
         self._n = 0
         self._ready: list[Sandbox] = []
@@ -276,6 +278,8 @@ class SandboxPool:
                 # noted before the copy: a copy cancelled half-way may still exist; close() drops it
                 self._made.add(name)
                 sb = await create_sandbox(admin, self.snapshot, name, strategy=self.strategy, pool=self)
+            if self.warm and not in_use:
+                await warm_up(sb)
         finally:
             self._creating -= 1
         if self._closed:
