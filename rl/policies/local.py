@@ -2,13 +2,16 @@
 acting as the agent in many episodes at once.
 
 Every episode calls `act(episode_id, messages, tools)`; the calls of all running episodes are
-batched into one KV-cached `generate_batch` (it runs in a worker thread, so sandboxes and simulated
+batched into one KV-cached `generate_continuing` (it runs in a worker thread, so sandboxes and simulated
 customers keep working meanwhile; calls that arrive during a generation form the next batch).
 Sampling at temperature 1.0 for rollouts, greedy for evaluation. For each episode the policy
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
-are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` whose
-error text the environment should return to the model (see `malformed_error`).
+are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
+the parse error under the call's `error` key, which the episode runner returns to the model as the
+tool result (the registry is not called). The KV cache of every episode's conversation so far is
+kept between its turns (the trace only grows by appending), so a turn processes only the new
+customer message or tool results.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.chat.format import parse_reply
 from rl.grpo.trace import Trace, TraceBuilder
-from rl.models.generation import generate_batch
+from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
 
 MALFORMED_TOOL = "malformed_tool_call"
@@ -34,17 +37,15 @@ def malformed_error(call: dict[str, Any]) -> str | None:
     fn = call.get("function", call)
     if fn.get("name") != MALFORMED_TOOL:
         return None
-    import json
-
-    args = fn.get("arguments")
-    args = json.loads(args) if isinstance(args, str) else args
-    return str((args or {}).get("error", "Error: malformed tool call"))
+    return str(call.get("error") or "Error: malformed tool call")
 
 
 @dataclass
 class _Episode:
     builder: TraceBuilder
     seen: int = 0  # messages already in the trace
+    cache: PrefixCache | None = None  # key/value cache of the trace's first tokens (append-only, so it stays valid)
+    used: int = 0  # when the cache was last used (for dropping the oldest ones)
 
 
 @dataclass
@@ -59,6 +60,8 @@ class GenerationStats:
     calls: int = 0
     new_tokens: int = 0
     seconds: float = 0.0
+    prompt_tokens: int = 0  # tokens of the prompts handed to the model
+    cached_tokens: int = 0  # of which were served from an episode's cache
 
     @property
     def tokens_per_second(self) -> float:
@@ -68,12 +71,14 @@ class GenerationStats:
 class LocalPolicy:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, greedy: bool = False,
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
-                 max_batch: int = 64, name: str = "local", seed: int = 0) -> None:
+                 max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
+                 max_cached_episodes: int = 256) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
         self.name = name
         self.stats = GenerationStats()
+        self.reuse_cache, self.max_cached_episodes = reuse_cache, max_cached_episodes
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -102,7 +107,7 @@ class LocalPolicy:
         reply = parse_reply(text, call_id_prefix=f"{episode_id}_{ep.seen}")
         calls = [c.openai() for c in reply.tool_calls]
         calls += [{"id": f"{episode_id}_{ep.seen}_bad{i}", "type": "function",
-                   "function": {"name": MALFORMED_TOOL, "arguments": {"error": e.message}}}
+                   "function": {"name": MALFORMED_TOOL, "arguments": "{}"}, "error": e.message}
                   for i, e in enumerate(reply.errors)]
         msg: dict[str, Any] = {"role": "assistant", "content": reply.content, "raw": text}
         if calls:
@@ -144,7 +149,8 @@ class LocalPolicy:
             await asyncio.sleep(0.002)
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
             try:
-                outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch])
+                outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
+                                               [r.episode_id for r in batch])
             except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
                 for r in batch:
                     if not r.future.done():
@@ -154,20 +160,38 @@ class LocalPolicy:
                 if not r.future.done():
                     r.future.set_result(o)
 
-    def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+    def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None) -> list[
+            tuple[list[int], list[float]]]:
         start = time.perf_counter()
         budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
         was_training = self.model.training
         self.model.eval()
-        gens = generate_batch(self.model, prompts, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
-                              pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy,
-                              generator=self._gen)
+        eps = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.reuse_cache else [None] * len(
+            prompts)
+        caches = [ep.cache if ep is not None else None for ep in eps]
+        gens, new_caches = generate_continuing(
+            self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
+            pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen)
         if was_training:
             self.model.train()
         self.stats.calls += 1
+        self.stats.prompt_tokens += sum(len(p) for p in prompts)
+        self.stats.cached_tokens += sum(c.length if c is not None and c.length < len(p) else 0
+                                        for c, p in zip(caches, prompts, strict=True))
+        for ep, c in zip(eps, new_caches, strict=True):
+            if ep is not None:
+                ep.cache, ep.used = c, self.stats.calls
+        self._drop_old_caches()
         self.stats.new_tokens += sum(len(g.ids) for g in gens)
         self.stats.seconds += time.perf_counter() - start
         return [(g.ids, g.logprobs) for g in gens]
+
+
+    def _drop_old_caches(self) -> None:
+        live = [e for e in self._episodes.values() if e.cache is not None]
+        if len(live) > self.max_cached_episodes:
+            for e in sorted(live, key=lambda e: e.used)[: len(live) - self.max_cached_episodes]:
+                e.cache = None
 
 
 class LocalSession:

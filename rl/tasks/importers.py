@@ -187,6 +187,28 @@ def _tau2_user(store: G.Store, actions: list[Action]) -> str:
     raise ImportError_("tau2 task names no customer in its actions")
 
 
+def _tau2_customer(store: G.Store, actions: list[Action], known: str) -> str:
+    """The task's customer: from the gold actions, else the owner of an order they touch, else the
+    identity facts in the scenario text (email, user id, or name with zip)."""
+    try:
+        return _tau2_user(store, actions)
+    except ImportError_:
+        pass
+    for a in actions:
+        order = store.data["orders"].get(str(a.arguments.get("order_id", "")))
+        if order is not None:
+            return order["user_id"]
+    low = known.lower()
+    for uid, u in store.users.items():
+        if u["email"].lower() in low or uid in low:
+            return uid
+    for uid, u in store.users.items():
+        n = u["name"]
+        if f"{n['first_name']} {n['last_name']}".lower() in low and u["address"]["zip"] in low:
+            return uid
+    raise ImportError_(f"cannot tell which customer a tau2 task is about ({known!r})")
+
+
 def import_tau2(benchmarks_dir: Path, data: dict, split: str | None = None) -> list[Task]:
     """tau2 retail `tasks.json`, optionally one split of `split_tasks.json` (train / test)."""
     folder = Path(benchmarks_dir) / "tau2" / "retail"
@@ -208,7 +230,8 @@ def import_tau2(benchmarks_dir: Path, data: dict, split: str | None = None) -> l
         instruction = " ".join(str(ins.get(k)) for k in ("known_info", "reason_for_call", "unknown_info",
                                                          "task_instructions") if ins.get(k))
         outputs = [str(x) for x in crit.get("communicate_info") or []]
-        tasks.append(task_from_gold(store, task_id=f"tau2-retail-{t['id']}", uid=_tau2_user(store, actions),
+        tasks.append(task_from_gold(store, task_id=f"tau2-retail-{t['id']}",
+                                    uid=_tau2_customer(store, actions, str(ins.get("known_info") or "")),
                                     actions=actions, outputs=outputs, instruction=instruction, split=split,
                                     source=f"tau2:{t['id']}"))
     return tasks
