@@ -38,6 +38,12 @@ def asks_question(text: str) -> bool:
     return "?" in t or any(w in t for w in ("please provide", "could you", "can you", "let me know", "tell me"))
 
 
+def offers_help(text: str) -> bool:
+    """'How can I help you?' / 'Anything else?': an open question, not a request for a fact."""
+    t = lower(text)
+    return any(c in t for c in ("help", "assist", "anything else", "what can i do"))
+
+
 def asks_confirmation(text: str) -> bool:
     t = lower(text)
     return "?" in t and any(c in t for c in CONFIRM_CUES)

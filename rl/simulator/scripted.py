@@ -211,6 +211,8 @@ class ScriptedSession:
             return self._answer(text, slots)
         if self.confirmed:
             return self._nudge("Yes, please go ahead with it.")
+        if R.asks_question(text) and not R.offers_help(text):
+            return self._nudge("I'm not sure I know that. " + self._restate())
         return self._nudge(self._restate())
 
     def _haggle(self) -> tuple[str, bool]:

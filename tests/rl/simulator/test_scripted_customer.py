@@ -1,0 +1,196 @@
+"""The scripted customer's semantics, conversation by conversation: reveal on ask, no invented
+facts, confirmation by current goal, goal shifts, haggling, late information, identity mistakes and
+the stop rules (never right after yes, only once the last goal is done or refused)."""
+
+from __future__ import annotations
+
+import json
+
+from rl.simulator.base import STOP
+from rl.simulator.scripted import ScriptedCustomer
+from rl.tasks.build import assemble
+from rl.tasks.schema import Action, Customer, Goal, GoalShift, Haggle
+
+CUSTOMER = Customer(user_id="ann_lee_1", first_name="Ann", last_name="Lee", email="ann.lee@example.com",
+                    zip="10001", identify_by="email")
+CANCEL = Action(name="cancel_pending_order", arguments={"order_id": "#W100", "reason": "no longer needed"})
+ADDRESS = Action(name="modify_pending_order_address", arguments={
+    "order_id": "#W100", "address1": "1 Elm Street", "address2": "", "city": "Austin", "country": "USA",
+    "state": "TX", "zip": "78701"})
+
+
+def cancel_goal(**kw) -> Goal:
+    base = dict(id="g0", kind="cancel", outcome="act", say="I'd like to cancel one of my orders.",
+                details={"order_id": "It's order #W100.", "reason": "I no longer need it."}, action=CANCEL,
+                order_id="#W100", confirm_terms=["#W100"])
+    return Goal(**{**base, **kw})
+
+
+def address_goal(**kw) -> Goal:
+    base = dict(id="g1", kind="modify_address", outcome="act", say="Please change the address of order #W100.",
+                upfront=["order_id"], details={"order_id": "It's order #W100.",
+                                               "address": "Ship it to 1 Elm Street, Austin, TX 78701, USA."},
+                action=ADDRESS, order_id="#W100", confirm_terms=["#W100", "1 Elm Street"])
+    return Goal(**{**base, **kw})
+
+
+def task_of(*goals: Goal, customer: Customer = CUSTOMER):
+    return assemble(task_id="t1", snapshot="tau-retail", customer=customer, goals=list(goals), split="test", tags=[])
+
+
+class Convo:
+    """Builds an OpenAI-format conversation and asks the customer after each agent message."""
+
+    def __init__(self, task, seed: int = 0) -> None:
+        self.session = ScriptedCustomer().session(task, seed)
+        self.messages: list[dict] = [{"role": "system", "content": "policy"}]
+        self.n = 0
+
+    def start(self) -> str:
+        reply, done = self.session.reply(self.messages)
+        assert not done
+        self.messages.append({"role": "user", "content": reply})
+        return reply
+
+    def tool(self, name: str, args: dict, output: str) -> None:
+        self.n += 1
+        cid = f"c{self.n}"
+        self.messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+        self.messages.append({"role": "tool", "tool_call_id": cid, "name": name, "content": output})
+
+    def say(self, text: str) -> tuple[str, bool]:
+        self.messages.append({"role": "assistant", "content": text})
+        reply, done = self.session.reply(self.messages)
+        self.messages.append({"role": "user", "content": reply})
+        return reply, done
+
+    def authenticate(self) -> None:
+        self.tool("find_user_id_by_email", {"email": CUSTOMER.email}, "ann_lee_1")
+
+
+def test_opening_states_only_the_first_goal_and_reveals_on_ask():
+    c = Convo(task_of(cancel_goal(), address_goal()))
+    opening = c.start()
+    assert "cancel" in opening and "#W100" not in opening and "address" not in opening
+    reply, done = c.say("Could you give me your email, or your name and zip code?")
+    assert reply == "My email is ann.lee@example.com." and not done
+    c.authenticate()
+    reply, _ = c.say("Which order would you like to cancel, and what is the reason?")
+    assert "#W100" in reply and "no longer need" in reply
+
+
+def test_never_invents_facts_it_does_not_hold():
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    reply, done = c.say("What is your phone number?")
+    assert not done
+    assert "not sure" in reply.lower()
+    assert not any(ch.isdigit() and ch not in "100" for ch in reply.replace("#W100", ""))
+
+
+def test_confirms_only_what_matches_its_current_goal():
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    reply, _ = c.say("To confirm, I will cancel order #W999. Do you confirm (yes/no)?")
+    assert reply.startswith("No")
+    reply, _ = c.say("To confirm, I will change the shipping address of order #W100. Shall I proceed?")
+    assert reply.startswith("No")
+    reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm (yes/no)?")
+    assert reply.lower().startswith("yes") and not done
+
+
+def test_no_stop_after_yes_until_the_agent_acts():
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    c.say("Shall I cancel order #W100 for you (yes/no)?")
+    reply, done = c.say("Great, I'm working on it.")
+    assert not done and STOP not in reply
+    c.tool("cancel_pending_order", {"order_id": "#W100", "reason": "too expensive"}, "Error: invalid reason")
+    reply, done = c.say("Hmm, one moment.")
+    assert not done
+    c.tool("cancel_pending_order", CANCEL.arguments, '{"order_id": "#W100", "status": "cancelled"}')
+    reply, done = c.say("Your order #W100 has been cancelled.")
+    assert done and reply.endswith(STOP)
+
+
+def test_goal_shift_fires_on_the_confirmation_request():
+    shift = GoalShift(trigger="confirmation", say="Actually, wait. Instead, please change its address.")
+    c = Convo(task_of(cancel_goal(outcome="abandon", shift=shift), address_goal()))
+    c.start()
+    c.authenticate()
+    reply, done = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+    assert reply == shift.say and not done
+    reply, _ = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+    assert reply.startswith("No")  # the cancel is no longer wanted
+    reply, _ = c.say("What is the new address?")
+    assert "1 Elm Street" in reply
+    reply, _ = c.say("I will change the shipping address of order #W100 to 1 Elm Street. Do you confirm (yes/no)?")
+    assert reply.lower().startswith("yes")
+
+
+def test_haggles_as_scripted_then_accepts_the_fallback():
+    haggle = Haggle(demands=["Please, make an exception.", "I insist!"], then="accept",
+                    say_after="Fine, then change the address instead.")
+    c = Convo(task_of(cancel_goal(outcome="refuse", haggle=haggle), address_goal()))
+    c.start()
+    c.authenticate()
+    replies = [c.say("I'm sorry, but I can't cancel order #W100: it has already been processed.")[0]
+               for _ in range(3)]
+    assert replies == ["Please, make an exception.", "I insist!", "Fine, then change the address instead."]
+    reply, _ = c.say("I will change the shipping address of order #W100 to 1 Elm Street. Do you confirm (yes/no)?")
+    assert reply.lower().startswith("yes")
+
+
+def test_gives_up_after_haggling_and_stops_when_nothing_is_left():
+    haggle = Haggle(demands=["Really?"], then="give_up", say_after="Forget it then.")
+    c = Convo(task_of(cancel_goal(outcome="refuse", haggle=haggle)))
+    c.start()
+    c.authenticate()
+    assert c.say("Sorry, I cannot cancel that order.") == ("Really?", False)
+    reply, done = c.say("Sorry, I cannot cancel that order.")
+    assert done and reply.startswith("Forget it then.") and reply.endswith(STOP)
+
+
+def test_late_information_only_when_the_agent_checks_the_list():
+    goal = address_goal(late="Oh, and one more thing I forgot.")
+    c = Convo(task_of(goal))
+    c.start()
+    c.authenticate()
+    reply, _ = c.say("What is the new address?")
+    assert "forgot" not in reply
+    reply, _ = c.say("Is that all the items you want to change?")
+    assert reply == "Oh, and one more thing I forgot."
+
+
+def test_identity_mistake_is_corrected_after_not_found():
+    customer = CUSTOMER.model_copy(update={"wrong_email": "ann.le@example.com"})
+    c = Convo(task_of(cancel_goal(), customer=customer))
+    c.start()
+    assert c.say("Could you give me your email?")[0] == "My email is ann.le@example.com."
+    c.tool("find_user_id_by_email", {"email": "ann.le@example.com"}, "Error: user not found")
+    reply, _ = c.say("I couldn't find an account with that email. Could you double-check it?")
+    assert "ann.lee@example.com" in reply
+
+
+def test_same_seed_same_conversation():
+    def run(seed: int) -> list[str]:
+        c = Convo(task_of(cancel_goal(), address_goal()), seed=seed)
+        out = [c.start()]
+        c.authenticate()
+        for text in ("Which order?", "Cancel order #W100, correct (yes/no)?", "Anything else?"):
+            out.append(c.say(text)[0])
+        return out
+
+    assert run(1) == run(1)
+
+
+def test_static_query_form_says_everything_up_front_and_never_shifts():
+    shift = GoalShift(trigger="confirmation", say="Actually, no.")
+    task = task_of(cancel_goal(outcome="abandon", shift=shift), address_goal())
+    session = ScriptedCustomer(static=True).session(task, 0)
+    opening, _ = session.reply([{"role": "system", "content": "p"}])
+    assert "1 Elm Street" in opening and "ann.lee@example.com" in opening and "cancel" not in opening
