@@ -5,9 +5,10 @@ terminal tool runs (transfer to a human), or the turn limit is hit (30 turns, co
 turns and tool calls as MUA-RL does) - with a timeout on every agent step, customer reply and tool
 call. Tools run as a *customer* principal, exactly as in production (the conversation must
 authenticate before touching records). The `Trajectory` keeps the OpenAI-format messages, each tool
-call with its result and timing, the models used, the reward with its breakdown, the criteria and
-TCR. Failures outside the agent (simulator, policy endpoint, sandbox, reward) set `excluded` to a
-cause; such episodes carry no reward and are left out of scores and GRPO group statistics.
+call with its result and timing (a call the policy could not parse, marked with an `error` text, is
+answered with that text without touching the tools), the models used, the reward with its breakdown,
+the criteria and TCR. Failures outside the agent (simulator, policy endpoint, sandbox, reward) set
+`excluded` to a cause; such episodes carry no reward and are left out of scores and GRPO group statistics.
 """
 
 from __future__ import annotations
@@ -164,6 +165,13 @@ async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sand
                     break
                 fn = call.get("function") or {}
                 name, args = str(fn.get("name", "")), _arguments(fn.get("arguments"))
+                if call.get("error"):  # a call the policy could not parse: the model reads why
+                    traj.turns += 1
+                    traj.tool_calls.append(ToolCallRecord(name=name, arguments=args, output=str(call["error"]),
+                                                          ok=False))
+                    messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "name": name,
+                                     "content": str(call["error"])})
+                    continue
                 t0 = time.perf_counter()
                 result = await _timed(RETAIL.call(ctx, name, args), limits.tool_timeout_s, "tool_timeout")
                 timings["tools"] += (time.perf_counter() - t0) * 1000
