@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -19,6 +20,9 @@ from backend.db.testing import TestDatabases
 async def tau_module_engine(test_dbs: TestDatabases, tau_template: str) -> AsyncIterator[AsyncEngine]:
     url = await test_dbs.create("tools", template=tau_template)
     engine = make_engine(url, pool_size=1, max_overflow=0)
+    async with engine.connect() as conn:  # planner statistics, as a live store has them
+        await conn.execute(text("ANALYZE"))
+        await conn.commit()
     yield engine
     await engine.dispose()
     await test_dbs.drop(make_url(url).database)

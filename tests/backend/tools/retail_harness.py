@@ -58,13 +58,11 @@ class Desk:
 
     async def fingerprint(self) -> str:
         """A digest of every store row: equal before and after iff nothing was written."""
-        parts = []
-        for table in sorted(STORE_TABLES_IN_DELETE_ORDER):
-            digest = await self.conn.scalar(
-                text(f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {table} t")
-            )
-            parts.append(f"{table}:{digest}")
-        return ";".join(parts)
+        per_table = ", ".join(
+            f"(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {table} t)"
+            for table in sorted(STORE_TABLES_IN_DELETE_ORDER)
+        )
+        return await self.conn.scalar(text(f"SELECT concat_ws(';', {per_table})"))
 
     async def refuses(self, expected: str | None, name: str, /, **kwargs: Any) -> str:
         """Call a tool that must fail: `Error: ...` (exactly `expected` when given), nothing written."""

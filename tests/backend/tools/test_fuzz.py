@@ -175,13 +175,14 @@ SELECT o.id, o.status, coalesce(t.paid, 0), coalesce(t.refunded, 0), coalesce(i.
 FROM orders o
 LEFT JOIN (SELECT order_id,
                   sum(amount) FILTER (WHERE transaction_type = 'payment') AS paid,
-                  sum(amount) FILTER (WHERE transaction_type = 'refund') AS refunded
+                  sum(amount) FILTER (WHERE transaction_type = 'refund') AS refunded,
+                  bool_or(amount <> round(amount, 2)) AS inexact
            FROM payment_transactions GROUP BY order_id) t ON t.order_id = o.id
 LEFT JOIN (SELECT order_id, sum(price) AS total FROM order_items GROUP BY order_id) i ON i.order_id = o.id
 WHERE coalesce(t.refunded, 0) > coalesce(t.paid, 0)
    OR coalesce(t.paid, 0) - coalesce(t.refunded, 0)
       <> CASE WHEN o.status = 'cancelled' THEN 0 ELSE coalesce(i.total, 0) END
-   OR EXISTS (SELECT 1 FROM payment_transactions x WHERE x.order_id = o.id AND x.amount <> round(x.amount, 2))
+   OR coalesce(t.inexact, false)
 LIMIT 5
 """
 
