@@ -247,3 +247,32 @@ async def test_seed_command_loads_the_generated_store(empty_db: str, tmp_path: P
     written = _muarl("store", "seed", "--seed", "6", "--users", "10", "--out", str(out), database_url=empty_db)
     assert written.returncode == 0, written.stderr
     assert json.loads(out.read_text()) == generate_store(6, 10)
+
+
+async def test_tools_work_on_a_seeded_store(empty_db: str) -> None:
+    """The retail tools read every status of a seeded store and keep its money consistent."""
+    import backend.tools.retail  # noqa: F401  (registers the tools)
+    from backend.tools.context import Principal, ToolContext
+    from backend.tools.registry import RETAIL
+
+    data = generate_store(21, 30)
+    engine = make_engine(empty_db, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            await load_store(conn, data)
+        async with engine.connect() as conn:
+            ctx = ToolContext(conn, Principal.staff())
+            for status in ORDER_STATUSES:
+                oid = next(k for k, o in data["orders"].items() if o["status"] == status)
+                res = await RETAIL.call(ctx, "get_order_details", {"order_id": oid})
+                assert canonical(json.loads(res.output)) == canonical(data["orders"][oid])
+            pending = next(o for o in data["orders"].values() if o["status"] == "pending")
+            res = await RETAIL.call(ctx, "cancel_pending_order", {"order_id": pending["order_id"],
+                                                                   "reason": "no longer needed"})
+            assert res.ok, res.output
+            order = (await export_store(conn))["orders"][pending["order_id"]]
+            net = sum(cents(t["amount"]) * (1 if t["transaction_type"] == "payment" else -1)
+                      for t in order["payment_history"])
+            assert order["status"] == "cancelled" and net == 0
+    finally:
+        await engine.dispose()
