@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -52,6 +53,9 @@ async def tau_template(test_dbs: TestDatabases, tau_retail: StoreData) -> str:
     engine = make_engine(url, null_pool=True)
     async with engine.begin() as conn:
         await load_store(conn, tau_retail)
+    async with engine.connect() as conn:  # planner statistics, inherited by every copy
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await conn.execute(text("ANALYZE"))
     await engine.dispose()
     return make_url(url).database
 

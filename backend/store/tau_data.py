@@ -20,8 +20,6 @@ from backend.store.records import (
     fetch_orders,
     fetch_products,
     fetch_users,
-    insert_order_items,
-    insert_payments,
     plain_numbers,
     to_decimal,
 )
@@ -166,9 +164,40 @@ async def load_store(conn: AsyncConnection, data: StoreData) -> dict[str, int]:
             for i, (oid, o) in enumerate(orders.items())
         ],
     )
-    for oid, o in orders.items():
-        await insert_order_items(conn, oid, o["items"])
-        await insert_payments(conn, oid, o["payment_history"])
+    await _executemany(
+        conn,
+        """INSERT INTO order_items (order_id, seq, item_id, product_id, name, options, price)
+           VALUES (:order_id, :seq, :item_id, :product_id, :name, CAST(:options AS jsonb), :price)""",
+        [
+            {
+                "order_id": oid,
+                "seq": j,
+                "item_id": it["item_id"],
+                "product_id": it["product_id"],
+                "name": it["name"],
+                "options": json.dumps(it["options"]),
+                "price": to_decimal(it["price"]),
+            }
+            for oid, o in orders.items()
+            for j, it in enumerate(o["items"])
+        ],
+    )
+    await _executemany(
+        conn,
+        """INSERT INTO payment_transactions (order_id, seq, transaction_type, amount, payment_method_id)
+           VALUES (:order_id, :seq, :transaction_type, :amount, :payment_method_id)""",
+        [
+            {
+                "order_id": oid,
+                "seq": j,
+                "transaction_type": t["transaction_type"],
+                "amount": to_decimal(t["amount"]),
+                "payment_method_id": t["payment_method_id"],
+            }
+            for oid, o in orders.items()
+            for j, t in enumerate(o["payment_history"])
+        ],
+    )
     await _executemany(
         conn,
         """INSERT INTO fulfillments (order_id, seq, tracking_ids, item_ids)

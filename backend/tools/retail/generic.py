@@ -35,7 +35,8 @@ async def calculate(ctx: ToolContext, expression: str) -> str:
     if not all(ch in _ALLOWED for ch in expression):
         raise ToolError("invalid characters in expression")
     try:
-        tree = compile(expression, "<string>", "eval", ast.PyCF_ONLY_AST)
+        # like eval(), ignore leading blanks (compile() alone calls them an indent)
+        tree = compile(expression.lstrip(" \t"), "<string>", "eval", ast.PyCF_ONLY_AST)
         value = _evaluate(tree.body)
         return str(round(float(value), 2))
     except ToolError:

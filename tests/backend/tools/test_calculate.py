@@ -29,8 +29,6 @@ async def test_results(store_conn: AsyncConnection, compat: bool, expression: st
     assert expected == str(round(float(eval(expression)), 2))  # the rule the tool follows
 
 
-@pytest.mark.xfail(strict=True, reason="bug in calculate: leading blanks are a syntax error (upstream's eval strips "
-                   "them); remove this marker once fixed")
 @pytest.mark.parametrize("compat", [True, False])
 @pytest.mark.parametrize(("expression", "expected"), [(" 7 ", "7.0"), ("  2 + 2", "4.0")])
 async def test_leading_blanks(store_conn: AsyncConnection, compat: bool, expression: str, expected: str) -> None:
