@@ -1,11 +1,12 @@
 """The evaluation harness: K trials of every task, many episodes at once, scored and summarised.
 
 `await evaluate(tasks, policy, user, trials=K, concurrency=N, out_dir=DIR)` builds one snapshot per
-store a task file refers to (or uses snapshots the caller passes in), runs every (task, trial) as an
-episode on a sandbox from a pool, at most N at a time, appends each trajectory to
-`DIR/episodes.jsonl` as it finishes, and writes `DIR/summary.json` and `DIR/summary.md`. It returns
-the trajectories and the summary; the trainer and the promotion gates call it directly. Databases it
-creates are dropped on the way out, errors and cancellation included.
+store a task file refers to (or uses snapshots the caller passes in), replays every gold plan once
+on one sandbox (`rl.eval.gold_states`), runs every (task, trial) as an episode on a sandbox from a
+pool, at most N at a time, appends each trajectory to `DIR/episodes.jsonl` as it finishes, and
+writes `DIR/summary.json` and `DIR/summary.md`. It returns the trajectories and the summary; the
+trainer and the promotion gates call it directly. Databases it creates are dropped on the way out,
+errors and cancellation included.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import structlog
 from backend.agent.policy import STORE_POLICY
 from rl.env import GoldStateCache, SandboxPool, Snapshot, create_snapshot, drop_snapshot
 from rl.env.episode import EpisodeLimits, Trajectory, run_episode
+from rl.eval.gold_states import precompute_gold_states
 from rl.eval.summary import summarize, to_markdown
 from rl.policies.base import AgentPolicy
 from rl.simulator.base import UserSimulator
@@ -74,13 +76,21 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
             if snap is None:
                 snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
                 made.append(snap)
-            pools[ref] = await SandboxPool(snap, size=min(2 * concurrency, 32)).start()
+            pools[ref] = await SandboxPool(snap, size=min(concurrency + 1, 32)).start()
+            await precompute_gold_states([t for t in tasks if t.snapshot == ref], pools[ref], cache)
 
         async def one(task: Task, trial: int) -> Trajectory:
-            async with sem, pools[task.snapshot].sandbox() as sb:
-                traj = await run_episode(task, policy, user, sb, cache=cache, trial=trial,
-                                         seed=episode_seed(seed, task.id, trial), limits=limits,
-                                         system_prompt=system_prompt)
+            ep_seed = episode_seed(seed, task.id, trial)
+            try:
+                async with sem, pools[task.snapshot].sandbox() as sb:
+                    traj = await run_episode(task, policy, user, sb, cache=cache, trial=trial, seed=ep_seed,
+                                             limits=limits, system_prompt=system_prompt)
+            except Exception as e:  # no sandbox (server full, pool closed): excluded, the run goes on
+                log.warning("episode.no_sandbox", task=task.id, error=str(e))
+                traj = Trajectory(task_id=task.id, trial=trial, seed=ep_seed, tags=task.tags, policy=policy.name,
+                                  policy_model=policy.model, user=user.name, user_model=user.model,
+                                  user_prompt_version=user.prompt_version, ended_by="error",
+                                  excluded="sandbox_error", error=f"{type(e).__name__}: {e}")
             trajs.append(traj)
             if out_file is not None:
                 out_file.write(traj.model_dump_json() + "\n")
