@@ -1,6 +1,7 @@
 """Replaying task gold plans through the real tools on sandboxes, to prove they run cleanly.
 
-Each task's gold actions run in order as staff on a fresh sandbox of its snapshot; every write must
+Each task's gold actions run in order as staff inside a transaction on a sandbox of its snapshot,
+rolled back afterwards (the next task sees the pristine store, as on a fresh copy); every write must
 succeed (reads may legitimately fail in imported tau tasks, so only writes are checked). Returns
 the problems as (task id, message) pairs.
 """
@@ -32,17 +33,23 @@ async def verify_gold(tasks: list[Task], *, server_url: str | None = None, data_
             if snap is None:
                 snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
                 made.append(snap)
-            pools[ref] = await SandboxPool(snap, size=concurrency).start()
+            pools[ref] = await SandboxPool(snap, size=min(concurrency, len(tasks))).start()
 
-        async def one(task: Task) -> None:
-            async with sem, pools[task.snapshot].sandbox() as sb:
-                actions = [{"name": a.name, "arguments": a.arguments} for a in task.gold_actions]
-                results = await replay_actions(sb, actions, upstream_compat=False)
-            for a, r in zip(task.gold_actions, results, strict=True):
-                if r is not None and a.name in WRITE_TOOLS and not r.ok:
-                    problems.append((task.id, f"{a.name} failed: {r.output}"))
+        async def replay_all(chunk: list[Task]) -> None:
+            async with sem, pools[chunk[0].snapshot].sandbox() as sb:
+                for task in chunk:
+                    actions = [{"name": a.name, "arguments": a.arguments} for a in task.gold_actions]
+                    tx = await sb.conn.begin()
+                    try:
+                        results = await replay_actions(sb, actions, upstream_compat=False)
+                    finally:
+                        await tx.rollback()
+                    for a, r in zip(task.gold_actions, results, strict=True):
+                        if r is not None and a.name in WRITE_TOOLS and not r.ok:
+                            problems.append((task.id, f"{a.name} failed: {r.output}"))
 
-        await asyncio.gather(*(one(t) for t in tasks))
+        chunks = [[t for t in tasks if t.snapshot == ref][i::concurrency] for ref in pools for i in range(concurrency)]
+        await asyncio.gather(*(replay_all(c) for c in chunks if c))
     finally:
         for pool in pools.values():
             await pool.close()

@@ -81,3 +81,14 @@ async def test_synthetic_store_tasks_replay_cleanly(test_dbs: TestDatabases):
         assert await verify_gold(tasks, server_url=test_dbs.server_url, snapshots={"synthetic:5:80": snap}) == []
     finally:
         await drop_snapshot(snap)
+
+
+async def test_verify_reports_a_gold_write_that_fails(generated_tasks, retail_snapshot, test_dbs, tau_retail):
+    task = next(t for t in generated_tasks if "category:cancel" in t.tags)
+    delivered = next(oid for oid, o in tau_retail["orders"].items() if o["status"] == "delivered")
+    bad = task.model_copy(update={"id": "broken", "gold_actions": [
+        *task.gold_actions[:-1],
+        task.gold_actions[-1].model_copy(update={"arguments": {"order_id": delivered, "reason": "no longer needed"}}),
+    ]})
+    problems = await verify_gold([task, bad], server_url=test_dbs.server_url, snapshots={"tau-retail": retail_snapshot})
+    assert problems == [("broken", "cancel_pending_order failed: Error: non-pending order cannot be cancelled")]
