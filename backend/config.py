@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     api_db_pool_size: int = Field(default=20, alias="MUARL_API_DB_POOL_SIZE")
     api_turn_lease_s: float = Field(default=300.0, alias="MUARL_API_TURN_LEASE_S")
     api_max_body_bytes: int = Field(default=1_000_000, alias="MUARL_API_MAX_BODY_BYTES")
+    # transcript writes commit without waiting for the WAL flush (store changes always wait)
+    api_async_transcript_commit: bool = Field(default=True, alias="MUARL_API_ASYNC_TRANSCRIPT_COMMIT")
 
     log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.agent.llm import ChatModel, ToolCallRequest
@@ -41,6 +42,7 @@ NO_MODEL = ("No language model is configured, so the agent cannot answer. Set MU
             "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM) and MUARL_LLM_MODEL (and "
             "MUARL_LLM_API_KEY if the endpoint needs one) in the environment or .env, then restart the service.")
 LEASE_POLL_S = 0.05
+SYNC_COMMIT = text("SET LOCAL synchronous_commit TO on")
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Turn:
     stats: TurnStats = field(default_factory=TurnStats)
     status: str = "open"
     assistant_seq: int = 0  # the assistant message whose tool calls are being run
+    pending_assistant: AssistantStep | None = None  # not stored yet (goes with its first tool call)
 
 
 class ChatService:
@@ -81,50 +84,48 @@ class ChatService:
             raise Problem(413, f"The message has {len(content)} characters; at most {limit} are accepted.")
 
     async def begin_turn(self, conv: store.ConversationRow, content: str, started: float | None = None) -> Turn:
-        """Take the conversation's turn for `content` (`started`: when the request arrived)."""
+        """Take the conversation's turn for `content` (`started`: when the request arrived).
+
+        One transaction takes the lease, checks the rate limit, loads the history and stores the
+        message; a refusal (busy, transferred, rate limited) rolls it back, so nothing changes."""
         started = time.perf_counter() if started is None else started
         self.check_message(content)
-        if conv.status == "transferred":
-            raise Problem(409, "This conversation was handed to a human agent; start a new conversation.")
         lock = self._lock_for(conv.id)
         await lock.acquire()
         try:
-            lease = await self._acquire_lease(conv.id)
-            limit = self.settings.api_rate_limit_per_minute
-            if lease.recent_user_messages >= limit:
-                await self._release(conv.id)
-                raise Problem(429, f"At most {limit} messages per minute are accepted in one conversation; "
-                                   "please wait a moment.", headers={"Retry-After": "60"})
-            try:
-                async with self.engine.begin() as conn:
-                    rows = await store.load_messages(conn, conv.id)
-                    seq = (rows[-1]["seq"] if rows else 0) + 1
-                    await store.append_message(conn, conv.id, seq, "user", content)
-            except BaseException:
-                await self._release(conv.id)
-                raise
+            start = await self._take_turn(conv.id, content)
         except BaseException:
             self._unlock(conv.id, lock)
             raise
-        history = [store.as_model_message(r) for r in rows if not r["notice"]]
+        assert start.seq is not None
+        history = [store.as_model_message(r) for r in start.history if not r["notice"]]
         history.append({"role": "user", "content": store.clean_text(content)})
-        return Turn(conv.id, lease.customer_user_id, history, seq + 1, started, lock, status=lease.status)
+        return Turn(conv.id, start.customer_user_id, history, start.seq + 1, started, lock, status=start.status)
 
-    async def _acquire_lease(self, conversation_id: str) -> store.Lease:
+    async def _take_turn(self, conversation_id: str, content: str) -> store.TurnStart:
         deadline = time.monotonic() + self.settings.api_turn_lease_s
-        while True:
-            async with self.engine.begin() as conn:
-                lease = await store.acquire_lease(conn, conversation_id, self.holder,
-                                                  self.settings.api_turn_lease_s)
-            if lease is not None:
-                return lease
-            if time.monotonic() > deadline:
-                raise Problem(409, "Another message to this conversation is still being answered.")
-            await asyncio.sleep(LEASE_POLL_S)
+        limit = self.settings.api_rate_limit_per_minute
+        async with self.engine.connect() as conn:
+            pg = await store.driver(conn)
+            while True:
+                start = await store.take_turn(pg, conversation_id, self.holder, self.settings.api_turn_lease_s,
+                                              limit, content)
+                if start is not None:
+                    break
+                if time.monotonic() > deadline:  # another process is answering this conversation
+                    raise Problem(409, "Another message to this conversation is still being answered.")
+                await asyncio.sleep(LEASE_POLL_S)
+            if start.seq is None:  # refused: nothing was stored; give the lease back
+                await store.release_lease(pg, conversation_id, self.holder)
+                if start.status == "transferred":
+                    raise Problem(409, "This conversation was handed to a human agent; start a new conversation.")
+                raise Problem(429, f"At most {limit} messages per minute are accepted in one conversation; "
+                                   "please wait a moment.", headers={"Retry-After": "60"})
+            return start
 
     async def _release(self, conversation_id: str, status: str | None = None) -> None:
-        async with self.engine.begin() as conn:
-            await store.release_lease(conn, conversation_id, self.holder, status)
+        async with self.engine.connect() as conn:
+            await store.release_lease(await store.driver(conn), conversation_id, self.holder, status)
 
     def _lock_for(self, conversation_id: str) -> asyncio.Lock:
         lock, users = self._locks.get(conversation_id, (None, 0))
@@ -150,10 +151,8 @@ class ChatService:
         try:
             async for event in self.agent.run_turn(turn.history, self._tool_runner(turn), turn.stats):
                 if isinstance(event, AssistantStep):
-                    async with self.engine.begin() as conn:
-                        await store.append_message(conn, turn.conversation_id, turn.next_seq, "assistant",
-                                                   event.message["content"], model=event.model,
-                                                   tool_calls=event.message["tool_calls"])
+                    # stored with its first tool call's result, in that call's transaction
+                    turn.pending_assistant = event
                     turn.assistant_seq = turn.next_seq
                     turn.next_seq += 1
                 elif isinstance(event, Reply):
@@ -182,10 +181,9 @@ class ChatService:
 
     async def _finish(self, turn: Turn, reply: Reply) -> None:
         status = "transferred" if reply.reason == "transfer" else None
-        async with self.engine.begin() as conn:
-            await store.append_message(conn, turn.conversation_id, turn.next_seq, "assistant", reply.content,
-                                       model=reply.model, notice=reply.notice)
-            await store.release_lease(conn, turn.conversation_id, self.holder, status)
+        async with self.engine.connect() as conn:
+            await store.finish_turn(await store.driver(conn), turn.conversation_id, self.holder, turn.next_seq,
+                                    reply.content, reply.model, reply.notice, status)
         turn.next_seq += 1
         if status:
             turn.status = status
@@ -197,28 +195,31 @@ class ChatService:
         async def run_tool(call: ToolCallRequest) -> ToolResult:
             seq, name, arguments = turn.next_seq, call.name, call.arguments
             async with self.engine.begin() as conn:
+                tool = self.registry.get(name)
+                if tool is not None and not tool.read_only:  # a store change waits for its WAL flush
+                    await conn.execute(SYNC_COMMIT)
                 denied: list[DeniedCall] = []
 
-                async def on_denied(call: DeniedCall) -> None:
-                    denied.append(call)
+                async def on_denied(refused: DeniedCall) -> None:
+                    denied.append(refused)
 
                 ctx = ToolContext(conn, principal=Principal.customer(turn.customer_user_id), on_denied=[on_denied])
                 result = await self.registry.call(ctx, name, arguments)
-                for refused in denied:
-                    await store.write_audit(conn, event="tool_denied", actor="customer", tool=refused.tool,
-                                            arguments=refused.arguments, reason=refused.reason,
-                                            conversation_id=turn.conversation_id,
-                                            principal_user_id=refused.principal_user_id)
                 bound = ctx.principal.user_id
-                if bound is not None and bound != turn.customer_user_id:
-                    await store.bind_customer(conn, turn.conversation_id, bound)
-                    turn.customer_user_id = bound
-                    log.info("chat.customer_bound", conversation=turn.conversation_id, user=bound)
-                await store.append_message(conn, turn.conversation_id, seq, "tool", result.output,
-                                           tool_call_id=call.id, name=name)
-                await store.record_tool_call(conn, turn.conversation_id, turn.assistant_seq, call.id, name,
-                                             arguments, result.output, result.outcome, result.elapsed_ms,
-                                             turn.stats.models[-1] if turn.stats.models else None)
+                newly_bound = bound if bound is not None and bound != turn.customer_user_id else None
+                await store.record_tool_step(conn, store.ToolStepRecord(
+                    conversation_id=turn.conversation_id, seq=seq, call_id=call.id, name=name, arguments=arguments,
+                    output=result.output, outcome=result.outcome, elapsed_ms=result.elapsed_ms,
+                    model=turn.stats.models[-1] if turn.stats.models else None, assistant_seq=turn.assistant_seq,
+                    assistant=turn.pending_assistant.message if turn.pending_assistant is not None else None,
+                    bind_user_id=newly_bound,
+                    denied=[{"tool": d.tool, "arguments": d.arguments, "reason": d.reason,
+                             "principal_user_id": d.principal_user_id} for d in denied],
+                ))
+            turn.pending_assistant = None
+            if newly_bound is not None:
+                turn.customer_user_id = newly_bound
+                log.info("chat.customer_bound", conversation=turn.conversation_id, user=newly_bound)
             turn.next_seq += 1
             TOOL_CALLS.labels(name if name in self.registry else "<unknown>", result.outcome).inc()
             return result

@@ -39,20 +39,29 @@ ConversationId = Annotated[str, Path(description="The conversation id returned w
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
+_TOKEN_CACHE_SIZE = 100_000
+_token_hashes: dict[str, str] = {}
+
+
 async def _customer_conversation(conversation_id: ConversationId, engine: EngineDep,
                                  credentials: Credentials) -> store.ConversationRow:
     if credentials is None or not credentials.credentials:
         raise Problem(401, "Send the conversation's token as 'Authorization: Bearer <token>'.",
                       headers={"WWW-Authenticate": "Bearer"})
-    conv = None
-    if len(conversation_id) <= 64:
+    token_hash = _token_hashes.get(conversation_id)  # ids and token hashes never change: cache them
+    if token_hash is None and len(conversation_id) <= 64:
         async with engine.connect() as conn:
-            conv = await store.get_conversation(conn, conversation_id)
-    if conv is None:
+            found = await store.get_conversation(await store.driver(conn), conversation_id)
+        if found is not None:
+            token_hash = found.token_hash
+            if len(_token_hashes) >= _TOKEN_CACHE_SIZE:
+                _token_hashes.clear()
+            _token_hashes[conversation_id] = token_hash
+    if token_hash is None:
         raise Problem(404, f"There is no conversation {conversation_id!r}.")
-    if not store.token_matches(credentials.credentials, conv.token_hash):
+    if not store.token_matches(credentials.credentials, token_hash):
         raise Problem(403, "This token does not open this conversation.")
-    return conv
+    return store.ConversationRow(conversation_id, token_hash, status=None, customer_user_id=None)
 
 
 CustomerConversation = Annotated[store.ConversationRow, Depends(_customer_conversation)]

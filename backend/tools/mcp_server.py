@@ -25,7 +25,7 @@ import structlog
 from mcp.server import MCPServer
 from mcp.server.mcpserver.tools.base import Tool as MCPTool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from sqlalchemy import insert
+from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.db.service_models import AuditEntry
@@ -35,6 +35,7 @@ from backend.tools.registry import RETAIL, Tool, ToolKind, ToolRegistry
 log = structlog.get_logger(__name__)
 
 Connect = Callable[[], AbstractAsyncContextManager[AsyncConnection]]
+_SYNC_COMMIT = text("SET LOCAL synchronous_commit TO on")
 
 INSTRUCTIONS = (
     "Tools of the muarl online store (customers, orders, products). Calls act as staff on the "
@@ -73,6 +74,7 @@ def _mcp_tool(t: Tool, connect: Connect, registry: ToolRegistry, actor: str, aud
             else:  # the write and its audit row commit together, or neither does
                 try:
                     async with conn.begin():
+                        await conn.execute(_SYNC_COMMIT)  # writes wait for their WAL flush
                         result = await registry.call(ctx, t.name, args)
                         if result.ok:
                             await _audit(conn, actor, t.name, args)

@@ -101,8 +101,8 @@ class Transcript(BaseModel):
 @router.post("", status_code=201, response_model=ConversationStarted)
 async def start_conversation(engine: EngineDep, response: Response) -> ConversationStarted:
     """Start a conversation; keep the token, it opens the conversation's other endpoints."""
-    async with engine.begin() as conn:
-        conversation_id, token = await store.create_conversation(conn)
+    async with engine.connect() as conn:
+        conversation_id, token = await store.create_conversation(await store.driver(conn))
     response.headers["Location"] = f"/v1/conversations/{conversation_id}"
     return ConversationStarted(id=conversation_id, token=token)
 
@@ -156,10 +156,13 @@ async def stream_message(conv: CustomerConversation, message: CustomerMessage, c
 async def read_transcript(conv: CustomerConversation, engine: EngineDep) -> Transcript:
     """The whole conversation: customer messages, the agent's tool calls and results, its replies."""
     async with engine.connect() as conn:
-        rows = await store.load_messages(conn, conv.id)
+        pg = await store.driver(conn)
+        current = await store.get_conversation(pg, conv.id)
+        rows = await store.load_messages(pg, conv.id)
+    assert current is not None
     messages = [TranscriptMessage(**{**r, "created_at": r["created_at"].isoformat()}) for r in rows]
-    return Transcript(id=conv.id, status=conv.status, authenticated=conv.customer_user_id is not None,
-                      messages=messages)
+    return Transcript(id=conv.id, status=current.status or "open",
+                      authenticated=current.customer_user_id is not None, messages=messages)
 
 
 def _sse_event(event: AssistantStep | ToolStep | Reply, turn: Turn) -> tuple[str, dict[str, Any]]:
