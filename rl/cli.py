@@ -13,3 +13,6 @@ def register(app: typer.Typer) -> None:
     register_tau(app)
     __import__("rl.tasks_cli", fromlist=["register"]).register(app)
     __import__("rl.eval_cli", fromlist=["register"]).register(app)
+    __import__("rl.train_cli", fromlist=["register"]).register(app)
+    __import__("rl.coldstart_cli", fromlist=["register"]).register(app)
+    __import__("rl.experiment_cli", fromlist=["register"]).register(app)

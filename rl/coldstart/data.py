@@ -7,7 +7,8 @@ customer on sandboxes through the episode runner, exactly as RL does. The filter
 successful, policy-clean trajectories: reward 1, not excluded, every tool call names a known tool
 with arguments that parse and no call was refused or malformed, and every write was preceded by the
 agent asking and the customer confirming (the last customer message before the write is an
-affirmative reply to an assistant message).
+affirmative reply to an assistant message); when an LLM judge has looked at a record
+(rl/coldstart/synthetic.py `judge_records`), its verdict must be yes.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def quality_problems(record: dict[str, Any], write_tools: set[str]) -> list[str]
         problems.append(f"excluded: {meta['excluded']}")
     if meta.get("reward") != 1.0:
         problems.append("reward is not 1")
+    judge = meta.get("judge")
+    if judge is not None and not judge.get("ok"):
+        problems.append("judge rejected")
     known = {t.get("function", t)["name"] for t in record.get("tools", [])}
     msgs = record["messages"]
     for i, m in enumerate(msgs):

@@ -68,7 +68,7 @@ def sft_loss(model: PreTrainedModel, traces: list[Trace], micro_batch_tokens: in
             loss = -(lp * mb.loss_mask).sum() / max(total, 1)
             if backward:
                 loss.backward()
-        loss_sum += float(loss)
+        loss_sum += float(loss.detach())
         processed += mb.n_tokens
     return loss_sum, total, processed
 

@@ -46,10 +46,13 @@ class EpisodeRollout:
     def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: Any, cache: Any,
                  user: Any, *, system_prompt: str, max_new_tokens: int = 128, max_context: int = 4096,
                  tools_transform: Callable | None = None, greedy: bool = False, limits: Any = None,
-                 concurrency: int = 64) -> None:
+                 concurrency: int = 64, view: Any = None) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
         self.system_prompt, self.max_new_tokens, self.max_context = system_prompt, max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
+        self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
+        if view is not None and tools_transform is None:
+            self.tools_transform = view.tool_list
         self.last_generation: dict[str, float] = {}
 
     def __call__(self, model: PreTrainedModel, tasks: list[Any], group_size: int, step: int) -> list[Trace]:
@@ -59,12 +62,14 @@ class EpisodeRollout:
     def play(self, model: PreTrainedModel, tasks: list[Any], trials: int, seed: int = 0) -> tuple[
             list[Any], list[Trace]]:
         engine = LocalPolicy(model, self.tok, greedy=self.greedy, max_new_tokens=self.max_new_tokens,
-                             max_context=self.max_context, seed=seed)
+                             max_context=self.max_context, seed=seed,
+                             result_transform=self.view.result if self.view is not None else None)
         policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
         trajectories = self.loop.run(self._play(policy, tasks, trials, seed))
         st = engine.stats
         self.last_generation = {"new_tokens": st.new_tokens, "seconds": st.seconds, "calls": st.calls,
-                                "tokens_per_s": st.tokens_per_second}
+                                "tokens_per_s": st.tokens_per_second, "prompt_tokens": st.prompt_tokens,
+                                "cached_tokens": st.cached_tokens}
         traces = []
         for task, k, traj in trajectories:
             trace = traj.traces[-1] if traj.traces else Trace()

@@ -66,7 +66,7 @@ class GRPOTrainer:
         self._resume()
 
     # ------------------------------------------------------------------ loop
-    def run(self) -> list[dict[str, Any]]:
+    def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         history = []
         while self.step < self.cfg.steps:
             rng = random.Random(self.cfg.seed * 100_003 + self.step)
@@ -76,6 +76,9 @@ class GRPOTrainer:
             rollout_s = time.perf_counter() - t0
             metrics = self.update(traces)
             metrics.update(step=self.step + 1, rollout_seconds=rollout_s, wall=time.time())
+            generation = getattr(self.rollout, "last_generation", None)
+            if generation:
+                metrics["generation"] = dict(generation)
             self.step += 1
             with (self.out / "metrics.jsonl").open("a") as f:
                 f.write(json.dumps(metrics) + "\n")
@@ -83,6 +86,8 @@ class GRPOTrainer:
             history.append(metrics)
             if self.step % self.cfg.save_every == 0 or self.step == self.cfg.steps:
                 self.save_checkpoint()
+            if on_step is not None:
+                on_step(metrics)
         return history
 
     def update(self, traces: list[Trace]) -> dict[str, Any]:

@@ -71,3 +71,106 @@ def generate_batch(model: PreTrainedModel, prompts: list[list[int]], *, max_new_
         logits = out.logits[:, -1, :]
         next_pos = next_pos + 1
     return [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
+
+
+@dataclass
+class PrefixCache:
+    """The key/value cache of the first `length` tokens of one conversation (one (kv_heads, length,
+    head_dim) key and value tensor per layer). Valid as long as the conversation only grows by appending."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def length(self) -> int:
+        return int(self.layers[0][0].shape[1]) if self.layers else 0
+
+
+@torch.no_grad()
+def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches: list[PrefixCache | None], *,
+                        max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
+                        greedy: bool = False, generator: torch.Generator | None = None) -> tuple[
+                            list[Generation], list[PrefixCache]]:
+    """`generate_batch` for conversations that were continued before: row i's cache holds the first
+    tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
+    generation prompt) is processed. Cached rows are left padded to a common length, the new parts
+    likewise after them; padding is masked out (holes in the attention mask) and every token keeps
+    its true position. Returns the generations and each row's cache of everything it processed."""
+    n = len(prompts)
+    if not n:
+        return [], []
+    device = next(model.parameters()).device
+    cached = []
+    for p, c in zip(prompts, caches, strict=True):
+        k = c.length if c is not None else 0
+        cached.append(k if 0 < k < len(p) else 0)  # a cache that does not leave a token to process is dropped
+    suffixes = [p[k:] for p, k in zip(prompts, cached, strict=True)]
+    lc, ls = max(cached), max(len(s) for s in suffixes)
+    attention = torch.zeros((n, lc + ls), dtype=torch.long)
+    input_ids = torch.full((n, ls), pad_id, dtype=torch.long)
+    positions = torch.zeros((n, ls), dtype=torch.long)
+    for i, (s, k) in enumerate(zip(suffixes, cached, strict=True)):
+        attention[i, lc - k: lc] = 1
+        attention[i, lc + ls - len(s):] = 1
+        input_ids[i, ls - len(s):] = torch.tensor(s, dtype=torch.long)
+        positions[i, ls - len(s):] = torch.arange(k, k + len(s))
+    cache = None
+    if lc:
+        from transformers.cache_utils import DynamicCache
+
+        data = []
+        ref = next(c for c, k in zip(caches, cached, strict=True) if k)
+        for layer in range(len(ref.layers)):
+            kv = []
+            for which in (0, 1):
+                proto = ref.layers[layer][which]
+                t = torch.zeros((n, proto.shape[0], lc, proto.shape[2]), dtype=proto.dtype)
+                for i, (c, k) in enumerate(zip(caches, cached, strict=True)):
+                    if k:
+                        t[i, :, lc - k:] = c.layers[layer][which]
+                kv.append(t.to(device))
+            data.append(tuple(kv))
+        cache = DynamicCache(ddp_cache_data=data)
+    attention, input_ids, positions = attention.to(device), input_ids.to(device), positions.to(device)
+    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, cache=cache, use_cache=True,
+                logits_to_keep=1)
+    cache = out.cache
+    logits = out.logits[:, -1, :]
+    next_pos = positions[:, -1] + 1
+    new_ids: list[list[int]] = [[] for _ in range(n)]
+    new_lp: list[list[float]] = [[] for _ in range(n)]
+    alive = torch.ones(n, dtype=torch.bool, device=device)
+    finished = [False] * n
+    for step in range(max_new_tokens):
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        if greedy:
+            tok = logp.argmax(-1)
+        else:
+            probs = torch.softmax(logits.float() / temperature, dim=-1)
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        tok_lp = logp.gather(-1, tok[:, None]).squeeze(-1)
+        for i in alive.nonzero().flatten().tolist():
+            t = int(tok[i])
+            new_ids[i].append(t)
+            new_lp[i].append(float(tok_lp[i]))
+            if t == eos_id:
+                finished[i] = True
+        was_alive = alive
+        alive = alive & (tok != eos_id)
+        if not bool(alive.any()) or step == max_new_tokens - 1:
+            break
+        # feed what was sampled; rows that had already finished feed masked padding
+        tok = torch.where(was_alive, tok, torch.full_like(tok, pad_id))
+        attention = torch.cat([attention, was_alive.long()[:, None]], dim=-1)
+        out = model(input_ids=tok[:, None], attention_mask=attention, position_ids=next_pos[:, None],
+                    cache=cache, use_cache=True)
+        cache = out.cache
+        logits = out.logits[:, -1, :]
+        next_pos = next_pos + was_alive.long()
+    keep = attention.bool().cpu()
+    prefix = []
+    for i in range(n):
+        idx = keep[i].nonzero().flatten()
+        prefix.append(PrefixCache([(layer.keys[i][:, idx].cpu(), layer.values[i][:, idx].cpu())
+                                   for layer in cache.layers]))
+    gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
+    return gens, prefix

@@ -40,6 +40,20 @@ def malformed_error(call: dict[str, Any]) -> str | None:
     return str(call.get("error") or "Error: malformed tool call")
 
 
+def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
+    """The assistant message (OpenAI format) for what the model generated: its text and tool calls;
+    each malformed call becomes a `malformed_tool_call` carrying the parse error as `error`."""
+    reply = parse_reply(text, call_id_prefix=call_id_prefix)
+    calls = [c.openai() for c in reply.tool_calls]
+    calls += [{"id": f"{call_id_prefix}_bad{i}", "type": "function",
+               "function": {"name": MALFORMED_TOOL, "arguments": "{}"}, "error": e.message}
+              for i, e in enumerate(reply.errors)]
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content, "raw": text}
+    if calls:
+        msg["tool_calls"] = calls
+    return msg
+
+
 @dataclass
 class _Episode:
     builder: TraceBuilder
@@ -72,13 +86,14 @@ class LocalPolicy:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, greedy: bool = False,
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
-                 max_cached_episodes: int = 256) -> None:
+                 max_cached_episodes: int = 256, result_transform: Any = None) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
         self.name = name
         self.stats = GenerationStats()
         self.reuse_cache, self.max_cached_episodes = reuse_cache, max_cached_episodes
+        self.result_transform = result_transform  # how tool results are shown (rl.chat.views.ChatView.result)
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -103,16 +118,7 @@ class LocalPolicy:
         ids, logprobs = await fut
         ep.builder.add_generated(ids, logprobs)
         ep.seen = len(messages) + 1
-        text = decode(self.tok, ids)
-        reply = parse_reply(text, call_id_prefix=f"{episode_id}_{ep.seen}")
-        calls = [c.openai() for c in reply.tool_calls]
-        calls += [{"id": f"{episode_id}_{ep.seen}_bad{i}", "type": "function",
-                   "function": {"name": MALFORMED_TOOL, "arguments": "{}"}, "error": e.message}
-                  for i, e in enumerate(reply.errors)]
-        msg: dict[str, Any] = {"role": "assistant", "content": reply.content, "raw": text}
-        if calls:
-            msg["tool_calls"] = calls
-        return msg
+        return reply_message(decode(self.tok, ids), call_id_prefix=f"{episode_id}_{ep.seen}")
 
     def pop_trace(self, episode_id: str) -> Trace | None:
         ep = self._episodes.pop(episode_id, None)
@@ -132,7 +138,8 @@ class LocalPolicy:
             if m["role"] == "tool":
                 outputs = []
                 while i < len(messages) and messages[i]["role"] == "tool":
-                    outputs.append(messages[i].get("content") or "")
+                    out = messages[i].get("content") or ""
+                    outputs.append(self.result_transform(out) if self.result_transform else out)
                     i += 1
                 b.add_tool_results(outputs)
                 continue

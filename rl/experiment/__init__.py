@@ -1,0 +1,1 @@
+"""The miniature paper experiment (cold start, GRPO with simulated customers, ablations, evaluation)."""

@@ -1,0 +1,51 @@
+"""The experiment's store side: one snapshot of the store, a sandbox pool and the gold-state cache,
+living on a background event loop so the (synchronous) trainers can run episodes on it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from rl.grpo.rollout import BackgroundLoop
+
+
+class ExperimentEnv:
+    def __init__(self, server_url: str | None, data: dict[str, Any], ref: str, pool_size: int = 32) -> None:
+        from backend.db.engine import database_url, normalize_url
+
+        self.server_url = normalize_url(server_url) if server_url else database_url()
+        self.data, self.ref, self.pool_size = data, ref, pool_size
+        self.loop: BackgroundLoop | None = None
+        self.snapshot: Any = None
+        self.pool: Any = None
+        self.cache: Any = None
+
+    def __enter__(self) -> ExperimentEnv:
+        from rl.env import GoldStateCache, SandboxPool, create_snapshot
+
+        self.loop = BackgroundLoop()
+        try:
+            name = f"paper_{uuid.uuid4().hex[:10]}"
+            self.snapshot = self.loop.run(create_snapshot(self.server_url, self.data, name=name))
+            self.pool = self.loop.run(SandboxPool(self.snapshot, size=self.pool_size).start())
+            self.cache = GoldStateCache()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        from rl.env import drop_snapshot
+
+        assert self.loop is not None
+        try:
+            if self.pool is not None:
+                self.loop.run(self.pool.close())
+            if self.snapshot is not None:
+                self.loop.run(drop_snapshot(self.snapshot))
+        finally:
+            self.loop.close()
+
+    def run(self, coro: Any) -> Any:
+        assert self.loop is not None
+        return self.loop.run(coro)

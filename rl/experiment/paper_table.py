@@ -1,0 +1,162 @@
+"""`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one process.
+
+Stages (each writes its result under DIR and is skipped when that result is already there, so an
+interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint):
+1. tasks: cold-start, RL and evaluation task sets from the store, on disjoint customers
+   (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
+2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
+   customer on sandboxes; the quality filter keeps clean successes (`DIR/coldstart/*.jsonl`);
+3. base model: a BPE tokenizer trained on those conversations and a randomly initialised tiny
+   Qwen3 (`DIR/models/base`);
+4. cold start: SFT of the base model on the filtered data (`DIR/models/cold_start`);
+5. GRPO, three runs on the RL tasks: `mua_rl` (from the cold start, goal-shifting and haggling
+   scripted customers), `no_cold_start` (the same from the base model) and `static_query` (from the
+   cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
+6. evaluation of the five models on the held-out tasks, greedy, scripted customers
+   (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
+7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+import torch
+
+from rl.experiment.recipe import ExperimentRecipe
+from rl.tasks.schema import Task
+
+log = structlog.get_logger(__name__)
+ROWS = ["base", "cold_start", "mua_rl", "no_cold_start", "static_query"]
+GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
+             "static_query": ("cold_start", "scripted-static")}
+
+
+class Reporter(Protocol):
+    def stage(self, name: str, total: int | None = None) -> None: ...
+    def advance(self, n: int = 1, **info: Any) -> None: ...
+
+
+class _Silent:
+    def stage(self, name: str, total: int | None = None) -> None:
+        log.info("experiment.stage", stage=name, total=total)
+
+    def advance(self, n: int = 1, **info: Any) -> None:
+        pass
+
+
+def customer_bucket(user_id: str) -> str:
+    """Which task set a customer belongs to: 20% evaluation, 40% cold start, 40% RL."""
+    h = int(hashlib.sha256(f"paper-table:{user_id}".encode()).hexdigest()[:8], 16) % 10
+    return "eval" if h < 2 else "cold_start" if h < 6 else "rl"
+
+
+def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str, list[Task]]:
+    from rl.tasks.generator import generate_tasks
+
+    wanted = {"cold_start": (recipe.cold_start_mix, recipe.n_cold_start_tasks, 1),
+              "rl": (recipe.rl_mix, recipe.n_rl_tasks, 2), "eval": (recipe.eval_mix, recipe.n_eval_tasks, 3)}
+    out = {}
+    for name, (mix, n, salt) in wanted.items():
+        pool = generate_tasks(data, max(6 * n, 2 * len(mix)), recipe.task_seed * 10 + salt, snapshot=recipe.store,
+                              categories=mix)
+        chosen = [t for t in pool if customer_bucket(t.customer.user_id) == name][:n]
+        if len(chosen) < n:
+            raise ValueError(f"only {len(chosen)} {name} tasks could be generated (wanted {n})")
+        out[name] = chosen
+    return out
+
+
+class Experiment:
+    def __init__(self, recipe: ExperimentRecipe, out: Path, *, server_url: str | None = None,
+                 data_dir: Path | None = None, command: str = "", reporter: Reporter | None = None) -> None:
+        self.recipe, self.out, self.command = recipe, Path(out), command
+        self.server_url, self.data_dir = server_url, data_dir
+        self.report = reporter or _Silent()
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> dict[str, Any]:
+        from rl.experiment.environment import ExperimentEnv
+        from rl.tasks.stores import resolve_store
+
+        start = time.perf_counter()
+        torch.set_num_threads(self.recipe.threads)
+        (self.out / "recipe.json").write_text(self.recipe.model_dump_json(indent=1))
+        data = resolve_store(self.recipe.store, self.data_dir)
+        tasks = self.tasks(data)
+        timings: dict[str, float] = {}
+        with ExperimentEnv(self.server_url, data, self.recipe.store, self.recipe.pool_size) as env:
+            from rl.experiment.stages import Stages
+
+            st = Stages(self.recipe, self.out, env, self.report)
+            for name, fn in [("cold_start_data", lambda: st.cold_start_data(tasks["cold_start"])),
+                             ("base_model", st.base_model), ("sft", st.sft)]:
+                t0 = time.perf_counter()
+                fn()
+                timings[name] = time.perf_counter() - t0
+            rows: dict[str, dict[str, Any]] = {}
+            for row in ROWS:
+                if row in GRPO_RUNS:
+                    t0 = time.perf_counter()
+                    init, user = GRPO_RUNS[row]
+                    st.grpo(row, init, user, tasks["rl"])
+                    timings[f"grpo_{row}"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                rows[row] = st.evaluate(row, tasks["eval"])
+                timings[f"eval_{row}"] = time.perf_counter() - t0
+        wall = time.perf_counter() - start
+        table = {"rows": rows, "n_eval_tasks": len(tasks["eval"]), "wall_seconds": round(wall, 1),
+                 "command": self.command, "recipe": self.recipe.name,
+                 "stage_seconds": {k: round(v, 1) for k, v in timings.items()}}
+        (self.out / "table.json").write_text(json.dumps(table, indent=1))
+        (self.out / "table.md").write_text(table_markdown(table))
+        from rl.experiment.plots import plot_curves
+
+        plot_curves(self.out)
+        return table
+
+    def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
+        from rl.tasks.schema import load_tasks, save_tasks
+
+        folder = self.out / "tasks"
+        names = ("cold_start", "rl", "eval")
+        if all((folder / f"{n}.json").exists() for n in names):
+            return {n: load_tasks(folder / f"{n}.json") for n in names}
+        self.report.stage("tasks")
+        sets = build_task_sets(self.recipe, data)
+        for n, ts in sets.items():
+            save_tasks(folder / f"{n}.json", ts, meta={"recipe": self.recipe.name, "set": n})
+        return sets
+
+
+def row_result(summary: dict[str, Any]) -> dict[str, Any]:
+    """The table's R for one evaluation summary (rl.eval.summary)."""
+    def f(x: Any) -> float:
+        return float(x) if x is not None else 0.0
+
+    return {"pass1": f(summary["pass_hat_k"].get("1")), "tcr": f(summary.get("tcr")),
+            "by_tag": {tag: {"n": int(v["n"]), "pass1": f(v["pass_hat_k"].get("1"))}
+                       for tag, v in summary["by_tag"].items()},
+            "excluded": sum(summary.get("excluded", {}).values())}
+
+
+def table_markdown(table: dict[str, Any]) -> str:
+    rows = table["rows"]
+    tags = sorted({t for r in rows.values() for t in r["by_tag"] if not t.startswith("category:")})
+    lines = [f"# Paper table (recipe {table.get('recipe', '?')})", "",
+             f"{table['n_eval_tasks']} held-out tasks, scripted customers, greedy, one trial each; "
+             f"pass^1 and TCR in %. Wall time {table['wall_seconds'] / 60:.1f} min.", "",
+             "| model | pass^1 | TCR | " + " | ".join(tags) + " |",
+             "|---|---|---|" + "---|" * len(tags)]
+    for name, r in rows.items():
+        cells = [f"{100 * r['by_tag'][t]['pass1']:.1f} (n={r['by_tag'][t]['n']})" if t in r["by_tag"] else "-"
+                 for t in tags]
+        lines.append(f"| {name} | {100 * r['pass1']:.1f} | {100 * r['tcr']:.1f} | " + " | ".join(cells) + " |")
+    lines += ["", f"Command: `{table['command']}`", ""]
+    return "\n".join(lines)

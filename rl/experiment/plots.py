@@ -1,0 +1,53 @@
+"""Training-curve plots of a paper-table run: SFT loss, and per GRPO run the reward mean, KL,
+entropy and response length per step (PNG files under DIR/plots)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+GRPO_PANELS = [("reward_mean", "reward mean"), ("kl", "KL to reference (k3)"), ("entropy", "entropy (nats/token)"),
+               ("response_length", "generated tokens per rollout")]
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def plot_curves(out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = out / "plots"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    sft = _read(out / "sft_metrics.jsonl")
+    if sft:
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.plot([m["step"] for m in sft], [m["loss"] for m in sft])
+        ax.set_xlabel("SFT step")
+        ax.set_ylabel("loss (nats / assistant token)")
+        ax.set_title("cold-start SFT")
+        fig.tight_layout()
+        fig.savefig(folder / "sft_loss.png", dpi=110)
+        plt.close(fig)
+        written.append(folder / "sft_loss.png")
+    runs = {p.name: _read(p / "metrics.jsonl") for p in sorted((out / "grpo").glob("*")) if p.is_dir()}
+    runs = {k: v for k, v in runs.items() if v}
+    if runs:
+        fig, axes = plt.subplots(2, 2, figsize=(9, 6))
+        for ax, (key, label) in zip(axes.flat, GRPO_PANELS, strict=True):
+            for name, ms in runs.items():
+                ax.plot([m["step"] for m in ms], [m.get(key, float("nan")) for m in ms], marker=".", label=name)
+            ax.set_xlabel("GRPO step")
+            ax.set_title(label)
+        axes.flat[0].legend()
+        fig.tight_layout()
+        fig.savefig(folder / "grpo_curves.png", dpi=110)
+        plt.close(fig)
+        written.append(folder / "grpo_curves.png")
+    return written

@@ -1,0 +1,89 @@
+"""Recipes for the miniature paper experiment: every size, task mix and hyper-parameter in one object.
+
+`cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
+trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
+compact schemas, compact tool results), a short system prompt, short conversations (at most 16
+turns) and short agent turns. Task mixes (all from the tau retail store, on disjoint customers):
+- cold start: single-intent tasks only (cancel, a refused cancellation, an order-status question,
+  an address change) - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
+- RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
+  shifts (the customer drops a cancellation or an address change for another cancellation) and
+  haggling (insisting on a forbidden cancellation, then returning items);
+- evaluation: the RL kinds, on held-out customers, >= 100 tasks, greedy, scripted customers.
+`smoke` is the same pipeline at toy sizes, for tests.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from rl.chat.views import ChatView
+from rl.coldstart.sft import SFTConfig
+from rl.grpo.trainer import GRPOConfig
+from rl.models.tiny import TinyQwen3Recipe
+
+TINY_SYSTEM_PROMPT = (
+    "You are a store agent. Verify the customer's identity first. Look up records before acting. "
+    "Before any change, describe it and ask the customer to confirm (yes/no). Only pending orders can be "
+    "cancelled or modified; only delivered orders can be returned."
+)
+TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_user_details",
+              "cancel_pending_order", "modify_pending_order_address", "return_delivered_order_items",
+              "transfer_to_human_agents")
+COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", "modify_address"]
+# A refused cancellation alone is left out of RL and evaluation: doing nothing already earns its reward.
+RL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "shift_modify_address_cancel",
+          "haggle_cancel"]
+
+
+class ExperimentRecipe(BaseModel):
+    name: str
+    store: str = "tau-retail"
+    task_seed: int = 0
+    cold_start_mix: list[str] = Field(default_factory=lambda: list(COLD_START_MIX))
+    rl_mix: list[str] = Field(default_factory=lambda: list(RL_MIX))
+    eval_mix: list[str] = Field(default_factory=lambda: list(RL_MIX))
+    n_cold_start_tasks: int = 320
+    n_rl_tasks: int = 140
+    n_eval_tasks: int = 105
+    vocab_size: int = 4096
+    model: TinyQwen3Recipe = TinyQwen3Recipe(hidden_size=192, num_hidden_layers=4, num_attention_heads=3,
+                                             num_key_value_heads=1, head_dim=64, intermediate_size=512)
+    system_prompt: str = TINY_SYSTEM_PROMPT
+    tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
+    compact: bool = True
+    max_turns: int = 16
+    max_new_tokens: int = 80
+    max_context: int = 2048
+    sft: SFTConfig = SFTConfig(epochs=6, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+                               weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
+    grpo: GRPOConfig = GRPOConfig(steps=12, tasks_per_step=4, group_size=8, lr=1e-4, kl_coef=0.001,
+                                  micro_batch_tokens=12288, save_every=4, drop_uninformative_groups=True)
+    eval_concurrency: int = 64
+    pool_size: int = 32
+    rollout_concurrency: int = 32
+    threads: int = 2
+
+    @property
+    def view(self) -> ChatView:
+        return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
+                        compact_results=self.compact)
+
+
+RECIPES: dict[str, ExperimentRecipe] = {
+    "cpu-tiny": ExperimentRecipe(name="cpu-tiny"),
+    "smoke": ExperimentRecipe(
+        name="smoke", n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6, vocab_size=600,
+        model=TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                              head_dim=16, intermediate_size=64),
+        max_turns=6, max_new_tokens=12, max_context=1024,
+        sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
+        grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
+}
+
+
+def get_recipe(name: str) -> ExperimentRecipe:
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; known: {', '.join(RECIPES)}")
+    return RECIPES[name]

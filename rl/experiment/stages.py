@@ -1,0 +1,153 @@
+"""The stages of the paper experiment (see rl/experiment/paper_table.py), each a method that writes
+its result under the experiment folder and returns at once when that result already exists."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from rl.experiment.recipe import ExperimentRecipe
+from rl.tasks.schema import Task
+
+
+def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(obj) + "\n")
+
+
+class Stages:
+    def __init__(self, recipe: ExperimentRecipe, out: Path, env: Any, report: Any) -> None:
+        self.recipe, self.out, self.env, self.report = recipe, out, env, report
+        self.view = recipe.view
+
+    def model_dir(self, name: str) -> Path:
+        return self.out / "models" / name
+
+    # ------------------------------------------------------------------ data
+    def cold_start_data(self, tasks: list[Task]) -> Path:
+        folder = self.out / "coldstart"
+        kept_path = folder / "filtered.jsonl"
+        if kept_path.exists():
+            return kept_path
+        from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
+        from rl.coldstart.teacher import TeacherPolicy
+        from rl.simulator.scripted import ScriptedCustomer
+
+        self.report.stage("cold-start data (teacher x scripted customer)", None)
+        records = self.env.run(collect_real_tool_trajectories(
+            tasks, TeacherPolicy(), ScriptedCustomer(), self.env.pool, self.env.cache,
+            system_prompt=self.recipe.system_prompt, concurrency=16, source="real_tools:teacher+scripted"))
+        kept, why = filter_records(records, write_tool_names())
+        write_jsonl(records, folder / "raw.jsonl")
+        (folder / "stats.json").write_text(json.dumps({"episodes": len(records), "kept": len(kept),
+                                                       "rejected_because": dict(why)}, indent=1))
+        if not kept:
+            raise RuntimeError(f"no cold-start trajectory passed the filter: {dict(why)}")
+        return write_jsonl(kept, kept_path)
+
+    def _sft_records(self) -> list[dict[str, Any]]:
+        from rl.coldstart.sft import read_records
+
+        return [{"messages": self.view.messages(r["messages"]), "tools": self.view.tool_list(r["tools"])}
+                for r in read_records(self.out / "coldstart" / "filtered.jsonl")]
+
+    # ------------------------------------------------------------------ models
+    def base_model(self) -> Path:
+        folder = self.model_dir("base")
+        if (folder / "manifest.json").exists():
+            return folder
+        from rl.chat.format import render_conversation
+        from rl.models.tiny import build_tiny_model, save_model_folder
+        from rl.models.tokenizer import train_bpe
+
+        self.report.stage("tokenizer and base model", None)
+        texts = [render_conversation(r["messages"], r["tools"]) for r in self._sft_records()]
+        tok = train_bpe(texts, vocab_size=self.recipe.vocab_size)
+        model = build_tiny_model(tok, self.recipe.model)
+        digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+        return save_model_folder(model, tok, folder, {
+            "kind": "tiny-qwen3", "recipe": self.recipe.model.model_dump(), "experiment_recipe": self.recipe.name,
+            "tokenizer": {"type": "byte-level BPE", "vocab_size": len(tok), "corpus": "cold-start conversations",
+                          "corpus_digest": digest, "documents": len(texts)},
+            "view": {"tools": self.recipe.tools, "compact": self.recipe.compact}, "parent": None})
+
+    def sft(self) -> Path:
+        folder = self.model_dir("cold_start")
+        if (folder / "manifest.json").exists():
+            return folder
+        from rl.coldstart.sft import sft_train
+        from rl.models.tiny import load_model_folder, save_model_folder
+
+        model, tok, manifest = load_model_folder(self.model_dir("base"))
+        records = self._sft_records()
+        metrics = self.out / "sft_metrics.jsonl"
+        metrics.unlink(missing_ok=True)
+        cfg = self.recipe.sft
+        import math
+
+        total = max(1, round(math.ceil(len(records) / cfg.batch_size) * cfg.epochs))
+        self.report.stage(f"cold-start SFT ({len(records)} conversations)", total)
+
+        def on_step(m: dict[str, Any]) -> None:
+            _append_jsonl(metrics, m)
+            self.report.advance(1, loss=m["loss"])
+
+        history = sft_train(model, tok, records, cfg, on_step=on_step)
+        return save_model_folder(model, tok, folder, {
+            **{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
+            "parent": "base", "training": {"method": "sft", "config": cfg.model_dump(), "steps": len(history),
+                                           "conversations": len(records), "final_loss": history[-1]["loss"]}})
+
+    def grpo(self, row: str, init: str, user_spec: str, tasks: list[Task]) -> Path:
+        folder = self.model_dir(row)
+        if (folder / "manifest.json").exists():
+            return folder
+        from rl.env.episode import EpisodeLimits
+        from rl.grpo.rollout import EpisodeRollout
+        from rl.grpo.trainer import GRPOTrainer
+        from rl.models.tiny import load_model_folder, save_model_folder
+        from rl.simulator.base import make_user
+
+        model, tok, manifest = load_model_folder(self.model_dir(init))
+        r = self.recipe
+        rollout = EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, make_user(user_spec),
+                                 system_prompt=r.system_prompt, max_new_tokens=r.max_new_tokens,
+                                 max_context=r.max_context, view=self.view,
+                                 limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
+        trainer = GRPOTrainer(model, tok, tasks, rollout, r.grpo, self.out / "grpo" / row,
+                              manifest={**manifest, "parent": init, "user": user_spec})
+        self.report.stage(f"GRPO {row} (from {init}, {user_spec} customers)", r.grpo.steps)
+        self.report.advance(trainer.step)
+        trainer.run(on_step=lambda m: self.report.advance(1, reward=m["reward_mean"]))
+        return save_model_folder(model, tok, folder, {
+            **{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
+            "parent": init, "training": {"method": "grpo", "user": user_spec, "config": r.grpo.model_dump(),
+                                         "tasks": len(tasks), "run": str(self.out / "grpo" / row)}})
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, row: str, tasks: list[Task]) -> dict[str, Any]:
+        from rl.experiment.paper_table import row_result
+
+        folder = self.out / "eval" / row
+        if (folder / "summary.json").exists():
+            return row_result(json.loads((folder / "summary.json").read_text()))
+        from rl.env.episode import EpisodeLimits
+        from rl.eval.harness import evaluate
+        from rl.models.tiny import load_model_folder
+        from rl.policies.local import LocalAgentPolicy, LocalPolicy
+        from rl.simulator.scripted import ScriptedCustomer
+
+        r = self.recipe
+        model, tok, _ = load_model_folder(self.model_dir(row))
+        engine = LocalPolicy(model.eval(), tok, greedy=True, max_new_tokens=r.max_new_tokens,
+                             max_context=r.max_context, result_transform=self.view.result, max_batch=64)
+        policy = LocalAgentPolicy(engine, model_name=row, tools_transform=self.view.tool_list)
+        self.report.stage(f"evaluate {row}", len(tasks))
+        result = self.env.run(evaluate(
+            tasks, policy, ScriptedCustomer(), trials=1, concurrency=r.eval_concurrency,
+            server_url=self.env.server_url, out_dir=folder, limits=EpisodeLimits(max_turns=r.max_turns),
+            system_prompt=r.system_prompt, snapshots={r.store: self.env.snapshot},
+            on_episode=lambda _t: self.report.advance(1)))
+        return row_result(result.summary)

@@ -1,0 +1,69 @@
+"""`muarl experiment paper-table --recipe cpu-tiny --out DIR`: the miniature MUA-RL paper table.
+
+Runs rl/experiment/paper_table.py end to end (tasks, cold-start data, base model, SFT, three GRPO
+runs, five evaluations) with a rich progress bar per stage, and writes DIR/table.json, DIR/table.md
+and DIR/plots/*.png. Running it again on the same DIR continues an interrupted run.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+experiment_app = typer.Typer(help="Experiments that reproduce the paper in miniature.", no_args_is_help=True)
+console = Console(stderr=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(experiment_app, name="experiment")
+
+
+class RichReporter:
+    """One progress bar per stage (the experiment's `Reporter`)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: Any = None
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        if self.task is not None:
+            self.progress.stop_task(self.task)
+        self.task = self.progress.add_task(name, total=total, info="")
+
+    def advance(self, n: int = 1, **info: Any) -> None:
+        if self.task is not None:
+            text = "  ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
+            self.progress.update(self.task, advance=n, **({"info": text} if text else {}))
+
+
+@experiment_app.command("paper-table")
+def paper_table(
+    out: Annotated[Path, typer.Option("--out", help="output folder (table.json, table.md, plots, models)")],
+    recipe: Annotated[str, typer.Option("--recipe", help="cpu-tiny (the real run) or smoke (toy sizes)")] = "cpu-tiny",
+    database_url: Annotated[str | None, typer.Option("--database-url", help="Postgres server for sandboxes")] = None,
+    data_dir: Annotated[Path | None, typer.Option("--data-dir", help="benchmarks folder")] = None,
+) -> None:
+    """Cold start, GRPO with simulated customers and the ablations, evaluated on held-out tasks."""
+    from rl.experiment.paper_table import Experiment
+    from rl.experiment.recipe import get_recipe
+
+    try:
+        r = get_recipe(recipe)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    command = "muarl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else (
+        f"muarl experiment paper-table --recipe {recipe} --out {out}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console) as progress:
+        table = Experiment(r, out, server_url=database_url, data_dir=data_dir, command=command,
+                           reporter=RichReporter(progress)).run()
+    for name, row in table["rows"].items():
+        console.print(f"{name:14s} pass^1 {100 * row['pass1']:5.1f}  TCR {100 * row['tcr']:5.1f}")
+    console.print(f"{table['wall_seconds'] / 60:.1f} min -> {out / 'table.md'}")

@@ -1,0 +1,35 @@
+"""The whole paper-table pipeline at toy sizes (the `smoke` recipe): tasks, cold-start data, base
+model, SFT, three GRPO runs and five evaluations on real sandboxes, then the table's contract."""
+
+import json
+
+from rl.experiment.paper_table import ROWS, Experiment, customer_bucket
+from rl.experiment.recipe import get_recipe
+
+
+def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
+    recipe = get_recipe("smoke")
+    out = tmp_path / "paper"
+    table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
+                       command="muarl experiment paper-table --recipe smoke").run()
+    on_disk = json.loads((out / "table.json").read_text())
+    assert on_disk == json.loads(json.dumps(table))
+    assert set(on_disk["rows"]) == set(ROWS)
+    assert on_disk["n_eval_tasks"] == recipe.n_eval_tasks and isinstance(on_disk["wall_seconds"], float)
+    assert on_disk["command"] == "muarl experiment paper-table --recipe smoke"
+    for r in on_disk["rows"].values():
+        assert isinstance(r["pass1"], float) and isinstance(r["tcr"], float) and 0 <= r["pass1"] <= 1
+        assert r["by_tag"] and all(isinstance(v["n"], int) and isinstance(v["pass1"], float)
+                                   for v in r["by_tag"].values())
+    assert (out / "table.md").read_text().count("\n| ") >= len(ROWS)
+    assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
+    # the task sets never share a customer
+    from rl.tasks.schema import load_tasks
+
+    sets = {n: load_tasks(out / "tasks" / f"{n}.json") for n in ("cold_start", "rl", "eval")}
+    for name, ts in sets.items():
+        assert {customer_bucket(t.customer.user_id) for t in ts} == {name}
+    assert not any("goal_shift" in t.tags or "haggle" in t.tags for t in sets["cold_start"])
+    # a second run finds every stage done and only rebuilds the table
+    again = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
+    assert again["rows"] == table["rows"]
