@@ -18,6 +18,7 @@ console = Console(stderr=True, soft_wrap=True)
 
 Host = Annotated[str, typer.Option("--host", help="address to listen on")]
 Port = Annotated[int, typer.Option("--port", min=1, max=65535, help="port to listen on")]
+Workers = Annotated[int, typer.Option("--workers", min=1, max=64, help="server processes")]
 
 
 def register(app: typer.Typer) -> None:
@@ -27,9 +28,9 @@ def register(app: typer.Typer) -> None:
     app.command("run")(run)
 
 
-def serve(host: Host = "127.0.0.1", port: Port = 8000) -> None:
+def serve(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> None:
     """Start the API (chat, MCP at /mcp, docs at /docs) on DATABASE_URL or the embedded store."""
-    _serve(host, port)
+    _serve(host, port, workers=workers)
 
 
 def mcp(
@@ -60,7 +61,7 @@ def mcp(
     anyio.run(main)
 
 
-def run(host: Host = "127.0.0.1", port: Port = 8000) -> None:
+def run(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> None:
     """Migrate, load the tau retail store (or a synthetic one) if the store is empty, and serve."""
     import logging
 
@@ -90,7 +91,7 @@ def run(host: Host = "127.0.0.1", port: Port = 8000) -> None:
     else:
         console.print("model    [yellow]none configured[/yellow]: chat answers 503 until MUARL_LLM_BASE_URL and "
                       "MUARL_LLM_MODEL are set")
-    _serve(host, port, db_url=url)
+    _serve(host, port, db_url=url, workers=workers)
 
 
 async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
@@ -129,10 +130,18 @@ async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
                   f"{counts['products']} products")
 
 
-def _serve(host: str, port: int, db_url: str | None = None) -> None:
+def _serve(host: str, port: int, db_url: str | None = None, workers: int = 1) -> None:
     import uvicorn
 
     from backend.api.app import create_app
+
+    if workers > 1:  # each process builds its own app; they share the database (and its turn leases)
+        from backend.db.engine import database_url
+
+        os.environ["DATABASE_URL"] = db_url or database_url()
+        uvicorn.run("backend.api.app:create_app", factory=True, host=host, port=port, workers=workers,
+                    log_level="warning", access_log=False)
+        return
 
     class Server(uvicorn.Server):
         """Ctrl-C / SIGTERM end the service gracefully, without re-raising the signal afterwards

@@ -132,7 +132,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.fakes.openai_server", "--port", str(llm_port)],
                                       cwd=PROJECT, env=env))
         procs.append(subprocess.Popen([str(Path(sys.executable).parent / "muarl"), "serve", "--port",
-                                       str(api_port)], cwd=PROJECT, env=env))
+                                       str(api_port), "--workers", str(args.workers)], cwd=PROJECT, env=env))
         await wait_ready(f"http://127.0.0.1:{llm_port}/v1/models", procs[0])
         await wait_ready(f"http://127.0.0.1:{api_port}/readyz", procs[1])
 
@@ -177,6 +177,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--think-ms", type=float, default=0.0)
     parser.add_argument("--pool", type=int, default=20, help="API database pool size")
+    parser.add_argument("--workers", type=int, default=1, help="API server processes")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

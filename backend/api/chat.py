@@ -42,6 +42,7 @@ NO_MODEL = ("No language model is configured, so the agent cannot answer. Set MU
             "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM) and MUARL_LLM_MODEL (and "
             "MUARL_LLM_API_KEY if the endpoint needs one) in the environment or .env, then restart the service.")
 LEASE_POLL_S = 0.05
+BUSY_WAIT_S = 30.0
 SYNC_COMMIT = text("SET LOCAL synchronous_commit TO on")
 
 
@@ -103,7 +104,9 @@ class ChatService:
         return Turn(conv.id, start.customer_user_id, history, start.seq + 1, started, lock, status=start.status)
 
     async def _take_turn(self, conversation_id: str, content: str) -> store.TurnStart:
-        deadline = time.monotonic() + self.settings.api_turn_lease_s
+        # another process answering this conversation: wait for it a while (a crashed one's lease
+        # expires after api_turn_lease_s), then tell the customer to retry
+        deadline = time.monotonic() + min(self.settings.api_turn_lease_s, BUSY_WAIT_S)
         limit = self.settings.api_rate_limit_per_minute
         async with self.engine.connect() as conn:
             pg = await store.driver(conn)

@@ -20,15 +20,15 @@ _bearer = HTTPBearer(auto_error=False, description="The conversation token retur
 _ops_bearer = HTTPBearer(auto_error=False, scheme_name="OpsToken", description="MUARL_OPS_TOKEN")
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def _engine(request: Request) -> AsyncEngine:
+async def _engine(request: Request) -> AsyncEngine:
     return request.app.state.engine
 
 
-def _chat(request: Request) -> ChatService:
+async def _chat(request: Request) -> ChatService:
     return request.app.state.chat
 
 

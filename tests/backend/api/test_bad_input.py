@@ -125,3 +125,27 @@ async def test_transfer_hands_the_conversation_to_a_human(client: httpx.AsyncCli
     r = await client.post(f"/v1/conversations/{chat.id}/messages", json={"content": "hello?"}, headers=chat.auth)
     assert r.status_code == 409 and r.headers["content-type"] == PROBLEM
     assert (await chat.transcript())["status"] == "transferred"
+
+
+async def test_two_service_processes_serialize_one_conversation(api, client: httpx.AsyncClient, script: Script) -> None:
+    """A second app instance on the same database (another process in production) waits for the
+    turn lease the first one holds, instead of interleaving its turn."""
+    from tests.backend.api.serving import ApiServer
+
+    second = ApiServer(api.settings)
+    await second.start()
+    try:
+        script.extend([text("slow answer", delay_s=0.5), text("second answer")])
+        chat = await start_chat(client)
+        async with httpx.AsyncClient(base_url=second.url, timeout=30) as other_client:
+            other = type(chat)(other_client, chat.id, chat.token)
+            first_task = asyncio.create_task(chat.send("first"))
+            await asyncio.sleep(0.15)  # the first turn holds the lease now
+            b = await other.send("second")
+            a = await first_task
+        assert (a["reply"], b["reply"]) == ("slow answer", "second answer")
+        roles = [(m["role"], m["content"]) for m in (await chat.transcript())["messages"]]
+        assert roles == [("user", "first"), ("assistant", "slow answer"), ("user", "second"),
+                         ("assistant", "second answer")]
+    finally:
+        await second.stop()

@@ -1,0 +1,34 @@
+"""The ops-token guard that ops endpoints (added by later work) depend on: disabled without
+MUARL_OPS_TOKEN, 401 without the right bearer token."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from backend.api.app import create_app
+from backend.api.deps import OpsAccess
+from tests.backend.api.serving import make_settings
+
+
+@pytest.mark.parametrize("configured", [True, False])
+async def test_ops_token_guard(configured: bool) -> None:
+    settings = make_settings("postgresql+asyncpg://unused@127.0.0.1:1/unused", None,
+                             MUARL_OPS_TOKEN="ops-secret" if configured else None)
+    app = create_app(settings, db_url="postgresql+asyncpg://unused@127.0.0.1:1/unused")
+
+    @app.get("/v1/ops/ping")
+    async def ping(_: OpsAccess) -> dict[str, str]:
+        return {"pong": "yes"}
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+        right = await client.get("/v1/ops/ping", headers={"Authorization": "Bearer ops-secret"})
+        wrong = await client.get("/v1/ops/ping", headers={"Authorization": "Bearer nope"})
+        missing = await client.get("/v1/ops/ping")
+    if configured:
+        assert right.status_code == 200 and right.json() == {"pong": "yes"}
+        assert wrong.status_code == 401 and missing.status_code == 401
+        assert wrong.headers["content-type"] == "application/problem+json"
+    else:
+        assert {right.status_code, wrong.status_code, missing.status_code} == {503}
+        assert "MUARL_OPS_TOKEN" in right.json()["detail"]
