@@ -10,9 +10,11 @@ minus the time spent waiting for the model (the fake's answer and the HTTP clien
 it), i.e. what this service adds to a turn: auth, turn lease, rate limit, history, tool
 calls, persistence. Targets (issue 4): p50 <= 10 ms, p99 <= 50 ms, no errors, with 100
 concurrent conversations on 2 cores. `--think-ms` adds a pause between a reply and the
-customer's next message (0 = back to back, the worst case); `--json` prints one JSON object.
+customer's next message (default 3000 ms, spread 0.5-1.5x, arrivals spread over the first
+pause; 0 = back to back, which with a zero-latency model saturates the machine and measures
+queueing, not overhead); `--json` prints one JSON object.
 
-    .venv/bin/python bench/api_bench.py [--conversations 100] [--turns 3] [--think-ms 0] [--json]
+    .venv/bin/python bench/api_bench.py [--conversations 100] [--turns 3] [--think-ms 3000] [--json]
 """
 
 from __future__ import annotations
@@ -175,7 +177,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="chat API overhead per turn")
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--think-ms", type=float, default=0.0)
+    parser.add_argument("--think-ms", type=float, default=3000.0,
+                        help="a customer's pause between a reply and the next message (0: back to back)")
     parser.add_argument("--pool", type=int, default=20, help="API database pool size")
     parser.add_argument("--workers", type=int, default=1, help="API server processes")
     parser.add_argument("--data-dir", default=None)

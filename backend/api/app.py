@@ -54,7 +54,7 @@ def api_engine(url: str, settings: Settings) -> AsyncEngine:
 
 def quiet_libraries() -> None:
     """HTTP clients log every request at INFO: one line per model call is noise (and CPU) here."""
-    for name in ("httpx", "httpcore", "openai", "mcp"):
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "mcp"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
