@@ -43,7 +43,7 @@ async def test_server_errors_are_retried_then_answered_politely(client: httpx.As
 @pytest.mark.parametrize("settings_overrides", [{"MUARL_LLM_TIMEOUT_S": 0.3}])
 async def test_timeouts_give_a_polite_reply_in_bounded_time(client: httpx.AsyncClient, script: Script,
                                                             fake_llm: FakeOpenAIServer) -> None:
-    script.extend([delay(3), delay(3)])
+    script.extend([delay(1.2), delay(1.2)])
     chat = await start_chat(client)
     start = time.monotonic()
     reply = await chat.send("hello")
