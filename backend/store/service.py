@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import text
+
 from backend.db.engine import database_url, make_engine
 from backend.db.migrate import upgrade_database
-from backend.store.tau_data import StoreData, clear_store, export_store, load_store, read_tau_retail, store_is_empty
+from backend.store.tau_data import (
+    StoreData,
+    clear_store,
+    export_store,
+    load_store,
+    read_tau_retail,
+    store_is_empty,
+)
 
 
 async def load_data_into_store(data: StoreData, *, replace: bool = False, url: str | None = None) -> dict[str, int]:
@@ -21,7 +30,11 @@ async def load_data_into_store(data: StoreData, *, replace: bool = False, url: s
                 if not replace:
                     raise ValueError("the store is not empty: pass --replace to replace it")
                 await clear_store(conn)
-            return await load_store(conn, data)
+            counts = await load_store(conn, data)
+        async with engine.connect() as conn:  # fresh planner statistics for the new store
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text("ANALYZE"))
+        return counts
     finally:
         await engine.dispose()
 
