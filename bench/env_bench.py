@@ -82,8 +82,11 @@ async def run(args: argparse.Namespace) -> dict:
             sb = await empty_pool.acquire()
             t["acquire_empty"].append(ms_since(start))
             await empty_pool.release(sb)
+        await empty_pool.close()  # its drops would compete with the figures below
+        await wait_full(pool)
 
         async with pool.sandbox() as sb:
+            await wait_full(pool)  # no refill running in the background while reads are timed
             ctx = sb.tool_context(upstream_compat=True)
             for _ in range(n):
                 oid = rng.choice(orders)
