@@ -2,7 +2,9 @@
 - policy update (reference log-probs + forward/backward over rollout tokens) vs a plain
   forward+backward of the same model on the same batch, in tokens/s (target: >= 70%);
 - rollout generation through LocalPolicy (KV cache, sampling log-probs) vs plain batched
-  `model.generate` of the same model on the same prompts, in new tokens/s.
+  `model.generate` of the same model on the same prompts, in new tokens/s;
+- multi-turn episodes with each episode's KV cache kept across its turns vs re-processing the whole
+  conversation every turn (seconds for the same 4-turn conversations).
 Usage: .venv/bin/python bench/grpo_bench.py [--traces 16] [--length 1024] [--json]
 """
 
@@ -68,15 +70,41 @@ def main() -> None:
     out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=a.new_tokens,
                          min_new_tokens=a.new_tokens, do_sample=True, top_k=0, top_p=1.0)
     hf = (out.shape[1] - width) * len(prompts) / (time.perf_counter() - t0)
+    reuse = _multi_turn(model, tok, rng, vocab, a, reuse_cache=True)
+    fresh = _multi_turn(model, tok, rng, vocab, a, reuse_cache=False)
     result = {"parameters": n_parameters(model), "batch_tokens": tokens,
               "plain_fwd_bwd_tokens_per_s": plain, "grpo_update_tokens_per_s": grpo,
               "update_ratio": grpo / plain, "rollout_new_tokens_per_s": ours,
-              "hf_generate_new_tokens_per_s": hf, "generation_ratio": ours / hf}
+              "hf_generate_new_tokens_per_s": hf, "generation_ratio": ours / hf,
+              "multi_turn_seconds_kv_reused": reuse, "multi_turn_seconds_reprocessed": fresh,
+              "multi_turn_speedup": fresh / reuse}
     if a.json:
         print(json.dumps(result))
     else:
         for k, v in result.items():
             print(f"{k:32s} {v:,.3f}" if isinstance(v, float) else f"{k:32s} {v}")
+
+
+def _multi_turn(model, tok, rng, vocab, a, *, reuse_cache: bool) -> float:
+    """Seconds for 4 agent turns of `traces` conversations that grow by 300 tokens (tool results)
+    between turns, with each episode's KV cache kept across turns or the whole prompt re-processed."""
+    import asyncio
+
+    policy = LocalPolicy(model, tok, max_new_tokens=a.new_tokens, reuse_cache=reuse_cache, seed=1)
+    r = random.Random(7)
+
+    async def episode(k: int) -> None:
+        msgs = [{"role": "system", "content": "bench"}]
+        for _ in range(4):
+            msgs.append({"role": "user", "content": " ".join(f"w{r.randrange(3000)}" for _ in range(150))})
+            msgs.append(await policy.act(f"e{k}", msgs))
+
+    async def main() -> None:
+        await asyncio.gather(*(episode(k) for k in range(a.traces)))
+
+    t0 = time.perf_counter()
+    asyncio.run(main())
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

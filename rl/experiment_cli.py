@@ -58,6 +58,12 @@ def paper_table(
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
+    import signal
+
+    def _stop(signum: int, _frame: Any) -> None:  # clean up sandboxes and the snapshot on `kill`
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _stop)
     command = "muarl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else (
         f"muarl experiment paper-table --recipe {recipe} --out {out}")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

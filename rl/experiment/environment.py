@@ -1,5 +1,6 @@
-"""The experiment's store side: one snapshot of the store, a sandbox pool and the gold-state cache,
-living on a background event loop so the (synchronous) trainers can run episodes on it."""
+"""The experiment's store side: one snapshot of the store, a sandbox pool (started when first
+needed, released while the evaluation harness runs its own) and the gold-state cache, living on a
+background event loop so the (synchronous) trainers can run episodes on it."""
 
 from __future__ import annotations
 
@@ -17,17 +18,34 @@ class ExperimentEnv:
         self.data, self.ref, self.pool_size = data, ref, pool_size
         self.loop: BackgroundLoop | None = None
         self.snapshot: Any = None
-        self.pool: Any = None
+        self._pool: Any = None
         self.cache: Any = None
 
+    @property
+    def pool(self) -> Any:
+        """The sandbox pool for rollouts and cold-start data, started on first use."""
+        if self._pool is None:
+            from rl.env import SandboxPool
+
+            assert self.loop is not None and self.snapshot is not None
+            self._pool = self.loop.run(SandboxPool(self.snapshot, size=self.pool_size).start())
+        return self._pool
+
+    def release_pool(self) -> None:
+        """Drop the pool's sandboxes (and their connections), e.g. while the evaluation harness runs
+        its own pool, so the two never hold the server's connections at once."""
+        if self._pool is not None:
+            assert self.loop is not None
+            self.loop.run(self._pool.close())
+            self._pool = None
+
     def __enter__(self) -> ExperimentEnv:
-        from rl.env import GoldStateCache, SandboxPool, create_snapshot
+        from rl.env import GoldStateCache, create_snapshot
 
         self.loop = BackgroundLoop()
         try:
             name = f"paper_{uuid.uuid4().hex[:10]}"
             self.snapshot = self.loop.run(create_snapshot(self.server_url, self.data, name=name))
-            self.pool = self.loop.run(SandboxPool(self.snapshot, size=self.pool_size).start())
             self.cache = GoldStateCache()
         except BaseException:
             self.__exit__(None, None, None)
@@ -39,8 +57,7 @@ class ExperimentEnv:
 
         assert self.loop is not None
         try:
-            if self.pool is not None:
-                self.loop.run(self.pool.close())
+            self.release_pool()
             if self.snapshot is not None:
                 self.loop.run(drop_snapshot(self.snapshot))
         finally:

@@ -2,7 +2,7 @@
 
 `cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
-compact schemas, compact tool results), a short system prompt, short conversations (at most 16
+compact schemas, compact tool results), a short system prompt, short conversations (at most 14
 turns) and short agent turns. Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks only (cancel, a refused cancellation, an order-status question,
   an address change) - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
@@ -52,15 +52,15 @@ class ExperimentRecipe(BaseModel):
     system_prompt: str = TINY_SYSTEM_PROMPT
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
-    max_turns: int = 16
+    max_turns: int = 14
     max_new_tokens: int = 80
-    max_context: int = 2048
-    sft: SFTConfig = SFTConfig(epochs=6, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+    max_context: int = 3072
+    sft: SFTConfig = SFTConfig(epochs=7, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=12, tasks_per_step=4, group_size=8, lr=1e-4, kl_coef=0.001,
-                                  micro_batch_tokens=12288, save_every=4, drop_uninformative_groups=True)
-    eval_concurrency: int = 64
-    pool_size: int = 32
+    grpo: GRPOConfig = GRPOConfig(steps=6, tasks_per_step=4, group_size=8, lr=1e-4, kl_coef=0.001,
+                                  micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True)
+    eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
+    pool_size: int = 16
     rollout_concurrency: int = 32
     threads: int = 2
 

@@ -140,6 +140,7 @@ class Stages:
         from rl.simulator.scripted import ScriptedCustomer
 
         r = self.recipe
+        self.env.release_pool()
         model, tok, _ = load_model_folder(self.model_dir(row))
         engine = LocalPolicy(model.eval(), tok, greedy=True, max_new_tokens=r.max_new_tokens,
                              max_context=r.max_context, result_transform=self.view.result, max_batch=64)

@@ -182,6 +182,7 @@ def rollout_metrics(traces: list[Trace]) -> dict[str, Any]:
         "reward_mean": sum(t.reward for t in valid) / n,
         "rollouts": len(traces),
         "excluded": len(traces) - len(valid),
+        "excluded_causes": dict(Counter(str(t.info.get("excluded")) for t in traces if t.excluded)),
         "groups": len(groups),
         "frac_all_correct": sum(all(r == 1 for r in g) for g in groups.values()) / max(len(groups), 1),
         "frac_all_wrong": sum(all(r == 0 for r in g) for g in groups.values()) / max(len(groups), 1),

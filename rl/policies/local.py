@@ -108,8 +108,9 @@ class LocalPolicy:
             ep = self._episodes[episode_id] = _Episode(TraceBuilder(self.tok, self.max_context))
         self._append_new(ep, messages, tools)
         prompt = ep.builder.open_assistant_turn()
-        if len(prompt) + 1 >= self.max_context:
+        if len(prompt) + 1 >= self.max_context:  # no room left: an empty turn (the episode runs out of turns)
             ep.builder.add_generated([])
+            ep.seen = len(messages) + 1
             return {"role": "assistant", "content": "", "truncated": True}
         fut = asyncio.get_running_loop().create_future()
         self._queue.append(_Request(episode_id, list(prompt), fut))
