@@ -160,7 +160,7 @@ async def _replay_task(pool: SandboxPool, cache: GoldStateCache, split: str, ind
                        task: Any) -> tuple[float, str]:
     task = task if isinstance(task, dict) else {}
     gold = GoldSpec.from_tau_task(f"tau1/retail/{split}/{index}", task)
-    async with pool.sandbox() as sb:
+    async with pool.sandbox() as sb, sb.rolled_back():  # rolled back: the sandbox serves the next task
         results = await replay_actions(sb, gold.actions, upstream_compat=True, skip_terminal=False)
         changes = await sb.changed_records()
         # the replaying oracle states the task's required outputs in its final message

@@ -61,7 +61,7 @@ async def install_change_tracking(conn: AsyncConnection) -> None:
     """Create the changes table and a row trigger on each store table (caller owns the transaction)."""
     await conn.execute(text(
         f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} ("
-        "kind text NOT NULL CHECK (kind IN ('users', 'orders', 'products')), "
+        "kind text NOT NULL CHECK (kind IN ('users', 'orders', 'products', 'truncated')), "
         "key text NOT NULL, PRIMARY KEY (kind, key))"
     ))
     for table in TRACKED_TABLES:
@@ -71,12 +71,31 @@ async def install_change_tracking(conn: AsyncConnection) -> None:
             f"CREATE TRIGGER muarl_note_changes AFTER INSERT OR UPDATE OR DELETE ON {table} "
             f"FOR EACH ROW EXECUTE FUNCTION muarl_note_{table}()"
         ))
+    # TRUNCATE fires no row triggers: note it, so a truncated sandbox is never taken for a fresh one.
+    await conn.execute(text(
+        "CREATE OR REPLACE FUNCTION muarl_note_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('truncated', TG_TABLE_NAME) ON CONFLICT DO NOTHING; "
+        "RETURN NULL; END $$"
+    ))
+    for table in TRACKED_TABLES:
+        await conn.execute(text(f"DROP TRIGGER IF EXISTS muarl_note_truncate ON {table}"))
+        await conn.execute(text(
+            f"CREATE TRIGGER muarl_note_truncate AFTER TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION muarl_note_truncate()"
+        ))
+
+
+async def is_pristine(conn: AsyncConnection) -> bool:
+    """True when nothing in the store was written since the snapshot (every write is noted)."""
+    return bool(await conn.scalar(text(f"SELECT NOT EXISTS (SELECT 1 FROM {CHANGES_TABLE})")))
 
 
 async def touched_keys(conn: AsyncConnection) -> dict[str, list[str]]:
     """The keys of every record touched since the snapshot, by kind (changed or not)."""
     touched: dict[str, list[str]] = {k: [] for k in KINDS}
     for kind, key in await conn.execute(text(f"SELECT kind, key FROM {CHANGES_TABLE} ORDER BY kind, key")):
+        if kind == "truncated":
+            raise RuntimeError(f"table {key} was truncated in this sandbox: its changes cannot be listed")
         touched[kind].append(key)
     return touched
 

@@ -69,9 +69,11 @@ async def replay_actions(sandbox: Sandbox, actions: list[dict[str, Any]], *, ups
 
 
 async def replay_gold(sandbox: Sandbox, gold: GoldSpec, *, upstream_compat: bool) -> Changes:
-    """Replay `gold` on a fresh `sandbox` and return its change set."""
-    await replay_actions(sandbox, gold.actions, upstream_compat=upstream_compat)
-    return await sandbox.changed_records()
+    """Replay `gold` on a fresh `sandbox` and return its change set; the replay is rolled back,
+    so the sandbox stays fresh (and reusable)."""
+    async with sandbox.rolled_back():
+        await replay_actions(sandbox, gold.actions, upstream_compat=upstream_compat)
+        return await sandbox.changed_records()
 
 
 class GoldStateCache:

@@ -31,7 +31,7 @@ from sqlalchemy.pool import NullPool
 
 from backend.db.engine import admin_url, check_db_name, with_database
 from backend.tools.context import Principal, ToolContext
-from rl.env.changes import Changes, changed_records
+from rl.env.changes import Changes, changed_records, is_pristine
 from rl.env.snapshot import Snapshot
 from rl.env.warmup import warm_up
 
@@ -61,6 +61,26 @@ class Sandbox:
     def tool_context(self, principal: Principal | None = None, *, upstream_compat: bool = False) -> ToolContext:
         """A ToolContext on this sandbox (staff unless a principal is given)."""
         return ToolContext(self.conn, principal or Principal.staff(), upstream_compat=upstream_compat)
+
+    @contextlib.asynccontextmanager
+    async def rolled_back(self) -> AsyncIterator[Sandbox]:
+        """Run a block in one transaction that is rolled back afterwards (tools use savepoints
+        inside it). Change tracking is transactional, so the sandbox is then exactly as fresh as
+        a new copy, and the pool hands it out again instead of copying a new database."""
+        tx = await self.conn.begin()
+        try:
+            yield self
+        finally:
+            await tx.rollback()
+
+    async def is_pristine(self) -> bool:
+        """Nothing committed since the snapshot (and no transaction left open)."""
+        if self.conn.in_transaction():
+            return False
+        try:
+            return await is_pristine(self.conn)
+        finally:
+            await self.conn.rollback()
 
     async def changed_records(self) -> Changes:
         """Records that differ from the snapshot (see `rl.env.changes.changed_records`)."""
@@ -119,6 +139,7 @@ class SandboxPool:
         # autocommit connections to the server's maintenance db (None: connect on next use)
         self._admins: asyncio.Queue[AsyncConnection | None] = asyncio.Queue()
         self._changed = asyncio.Condition()
+        self.recycled = 0  # sandboxes handed back unchanged and reused
         self._need = asyncio.Event()
         self._refill_task: asyncio.Task | None = None
         self._drops: set[asyncio.Task] = set()
@@ -200,10 +221,22 @@ class SandboxPool:
                 await self._changed.wait_for(lambda: bool(self._ready) or self._live < (self.max_sandboxes or 0))
 
     async def release(self, sandbox: Sandbox) -> None:
-        """Give a sandbox back: its database is dropped in the background."""
+        """Give a sandbox back. One that holds no write since the snapshot (its block ran in
+        `Sandbox.rolled_back()`, or it only read) goes back to the ready list; any other is
+        dropped in the background."""
         if sandbox not in self._in_use:
             return
         self._in_use.discard(sandbox)
+        pristine = False
+        if not self._closed:
+            with contextlib.suppress(Exception):
+                pristine = await sandbox.is_pristine()
+        if pristine and not self._closed:
+            self.recycled += 1
+            self._ready.append(sandbox)
+            async with self._changed:
+                self._changed.notify_all()
+            return
         self._track(asyncio.create_task(self._drop(sandbox)))
 
     @contextlib.asynccontextmanager

@@ -20,7 +20,8 @@ def _tasks(tau_data_dir: Path, split: str) -> list[dict[str, Any]]:
 
 async def _episode(pool: SandboxPool, cache: GoldStateCache, gold: GoldSpec, actions: list[dict],
                    messages: list[str], *, compat: bool = True):
-    async with pool.sandbox() as sb:
+    # rolled back afterwards: the pool reuses the sandbox only because it is then fresh again
+    async with pool.sandbox() as sb, sb.rolled_back():
         await replay_actions(sb, actions, upstream_compat=compat, skip_terminal=False)
         changes = await sb.changed_records()
         return await score(sb, gold, messages, cache=cache, upstream_compat=compat), changes

@@ -56,9 +56,34 @@ async def test_on_demand_when_empty_and_limit_waits_for_release(tau_snapshot: Sn
         assert not third.done()  # at the limit: waits
         await pool.release(a)
         c = await asyncio.wait_for(third, 20)
-        assert c.name not in (a.name, b.name)
+        assert c.name == a.name and pool.recycled == 1  # `a` was never written: reused, not copied
         await pool.release(b)
         await pool.release(c)
+
+
+async def test_only_unwritten_sandboxes_are_reused(tau_snapshot: Snapshot) -> None:
+    """A sandbox whose writes were rolled back is reused; one with a committed write is dropped."""
+    oid = next(o for o, v in tau_snapshot.initial["orders"].items() if v["status"] == "pending")
+    write = text("UPDATE orders SET status = 'cancelled' WHERE id = :id")
+    async with SandboxPool(tau_snapshot, size=0, max_sandboxes=4) as pool:
+        a = await pool.acquire()
+        async with a.rolled_back():
+            await a.conn.execute(write, {"id": oid})
+            assert (await a.changed_records())["orders"]
+        await pool.release(a)
+        assert pool.recycled == 1
+        again = await pool.acquire()
+        assert again is a and await a.changed_records() == {"users": {}, "orders": {}, "products": {}}
+        await a.conn.execute(write, {"id": oid})
+        await a.conn.commit()
+        await pool.release(a)
+        assert pool.recycled == 1  # written: not reused
+        fresh = await pool.acquire()
+        assert fresh.name != a.name
+        status = await fresh.conn.scalar(text("SELECT status FROM orders WHERE id = :id"), {"id": oid})
+        assert status == "pending"
+        await fresh.conn.rollback()
+        await pool.release(fresh)
 
 
 async def test_close_drops_every_database_it_made(tau_snapshot: Snapshot) -> None:
