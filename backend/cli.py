@@ -120,11 +120,9 @@ def store_seed(
 def _load_plugins() -> None:
     for ep in entry_points(group="muarl.cli"):
         try:
-            register = ep.load()
+            ep.load()(app)
         except Exception as e:  # a broken plugin must not take the whole CLI down
             console.print(f"[yellow]warning:[/yellow] muarl plugin {ep.name!r} failed to load: {e}")
-            continue
-        register(app)
 
 
 def _load_backend_commands() -> None:

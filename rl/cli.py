@@ -7,12 +7,8 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add rl commands (`tau`, `tasks`, `eval`, `train`, `experiment`, ...) to `app`."""
-    from rl.tau_cli import register as register_tau
+    """Add rl commands (`tau`, `tasks`, `eval`, `train`, `coldstart`, `experiment`) to `app`."""
+    from rl import coldstart_cli, eval_cli, experiment_cli, tasks_cli, tau_cli, train_cli
 
-    register_tau(app)
-    __import__("rl.tasks_cli", fromlist=["register"]).register(app)
-    __import__("rl.eval_cli", fromlist=["register"]).register(app)
-    __import__("rl.train_cli", fromlist=["register"]).register(app)
-    __import__("rl.coldstart_cli", fromlist=["register"]).register(app)
-    __import__("rl.experiment_cli", fromlist=["register"]).register(app)
+    for module in (tau_cli, tasks_cli, eval_cli, train_cli, coldstart_cli, experiment_cli):
+        module.register(app)
