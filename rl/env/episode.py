@@ -115,8 +115,23 @@ def _arguments(raw: Any) -> Any:
 async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
                       cache: GoldStateCache, trial: int = 0, seed: int = 0,
                       limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
-                      upstream_compat: bool = False) -> Trajectory:
-    """Play `task` once on `sandbox` and score it. Never raises for episode failures."""
+                      upstream_compat: bool = False, keep_changes: bool = False) -> Trajectory:
+    """Play `task` once on `sandbox` and score it. Never raises for episode failures.
+
+    The episode runs in one transaction that is rolled back after scoring (tools use savepoints
+    inside it), so the sandbox is fresh again and its pool reuses it instead of copying a new
+    database. `keep_changes=True` (or a transaction the caller already holds) leaves the writes."""
+    if keep_changes or sandbox.conn.in_transaction():
+        return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
+                           system_prompt=system_prompt, upstream_compat=upstream_compat)
+    async with sandbox.rolled_back():
+        return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
+                           system_prompt=system_prompt, upstream_compat=upstream_compat)
+
+
+async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
+                cache: GoldStateCache, trial: int, seed: int, limits: EpisodeLimits, system_prompt: str,
+                upstream_compat: bool) -> Trajectory:
     ensure_tools_registered()
     traj = Trajectory(task_id=task.id, trial=trial, seed=seed, tags=task.tags, policy=policy.name,
                       policy_model=policy.model, user=user.name, user_model=user.model,
