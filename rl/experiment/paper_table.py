@@ -65,7 +65,14 @@ def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str,
     for name, (mix, n, salt) in wanted.items():
         pool = generate_tasks(data, max(6 * n, 2 * len(mix)), recipe.task_seed * 10 + salt, snapshot=recipe.store,
                               categories=mix)
-        chosen = [t for t in pool if customer_bucket(t.customer.user_id) == name][:n]
+        seen: set[str] = set()  # the generator can draw the same customer and plan twice: keep one
+        chosen = []
+        for t in pool:
+            key = t.customer.user_id + json.dumps([a.model_dump() for a in t.gold_actions], sort_keys=True)
+            if customer_bucket(t.customer.user_id) == name and key not in seen:
+                seen.add(key)
+                chosen.append(t)
+        chosen = chosen[:n]
         if len(chosen) < n:
             raise ValueError(f"only {len(chosen)} {name} tasks could be generated (wanted {n})")
         out[name] = chosen

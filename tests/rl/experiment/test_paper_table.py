@@ -29,6 +29,7 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     sets = {n: load_tasks(out / "tasks" / f"{n}.json") for n in ("cold_start", "rl", "eval")}
     for name, ts in sets.items():
         assert {customer_bucket(t.customer.user_id) for t in ts} == {name}
+        assert len({(t.customer.user_id, json.dumps([a.model_dump() for a in t.gold_actions])) for t in ts}) == len(ts)
     assert not any("goal_shift" in t.tags or "haggle" in t.tags for t in sets["cold_start"])
     # a second run finds every stage done and only rebuilds the table
     again = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
