@@ -9,7 +9,15 @@ from typing import Any
 
 from sqlalchemy import text
 
-from backend.store.records import Record, fetch_order, fetch_user, plain_numbers, save_balance, save_order
+from backend.store.records import (
+    Record,
+    fetch_order,
+    fetch_products,
+    fetch_user,
+    plain_numbers,
+    save_balance,
+    save_order,
+)
 from backend.tools.context import ToolContext, ToolError
 
 CENT = Decimal("0.01")
@@ -82,3 +90,22 @@ def count_check(order: Record, item_ids: list[str], message: str | None = None) 
     for item_id in item_ids:
         if item_ids.count(item_id) > all_item_ids.count(item_id):
             raise ToolError(message or f"{item_id} not found")
+
+
+async def price_difference(
+    ctx: ToolContext, order: Record, item_ids: list[str], new_item_ids: list[str]
+) -> tuple[Any, dict[tuple[str, str], Record]]:
+    """The price difference of swapping `item_ids` for `new_item_ids` (same positions, same
+    product, available variants only), and the order's products' variants by
+    (product_id, item_id). Like tau-bench, a repeated item is priced from its first occurrence."""
+    product_ids = {it["product_id"] for it in order["items"]}
+    products = numbers(ctx, await fetch_products(ctx.conn, product_ids))
+    variants = {(pid, vid): v for pid, p in products.items() for vid, v in p["variants"].items()}
+    diff: Any = 0
+    for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
+        item = next(it for it in order["items"] if it["item_id"] == item_id)
+        variant = variants.get((item["product_id"], new_item_id))
+        if variant is None or not variant["available"]:
+            raise ToolError(f"new item {new_item_id} not found or available")
+        diff += variant["price"] - item["price"]
+    return diff, variants

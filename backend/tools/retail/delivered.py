@@ -12,10 +12,10 @@ from backend.tools.retail.access import (
     count_check,
     order_for_update,
     payment_methods_for_update,
+    price_difference,
     snapshot,
     write_back,
 )
-from backend.tools.retail.orders import _variants_of_order
 
 
 @tool(ToolKind.WRITE)
@@ -76,14 +76,7 @@ async def exchange_delivered_order_items(
         raise ToolError("the number of items to be exchanged should match")
     if not item_ids and not ctx.upstream_compat:
         raise ToolError("no items to exchange")
-    variants = await _variants_of_order(ctx, order)
-    diff_price = 0
-    for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
-        item = next(it for it in order["items"] if it["item_id"] == item_id)
-        variant = variants.get((item["product_id"], new_item_id))
-        if variant is None or not variant["available"]:
-            raise ToolError(f"new item {new_item_id} not found or available")
-        diff_price += variant["price"] - item["price"]
+    diff_price, _ = await price_difference(ctx, order, item_ids, new_item_ids)
     diff_price = cents(ctx, diff_price)
 
     methods = await payment_methods_for_update(ctx, order["user_id"])

@@ -16,6 +16,7 @@ from backend.tools.retail.access import (
     order_for_read,
     order_for_update,
     payment_methods_for_update,
+    price_difference,
     snapshot,
     write_back,
 )
@@ -164,14 +165,7 @@ async def modify_pending_order_items(
         raise ToolError("the number of items to be exchanged should match")
     if not item_ids and not ctx.upstream_compat:
         raise ToolError("no items to modify")
-    variants = await _variants_of_order(ctx, order)
-    diff_price = 0
-    for item_id, new_item_id in zip(item_ids, new_item_ids, strict=True):
-        item = next(it for it in order["items"] if it["item_id"] == item_id)
-        variant = variants.get((item["product_id"], new_item_id))
-        if variant is None or not variant["available"]:
-            raise ToolError(f"new item {new_item_id} not found or available")
-        diff_price += variant["price"] - item["price"]
+    diff_price, variants = await price_difference(ctx, order, item_ids, new_item_ids)
 
     methods = await payment_methods_for_update(ctx, order["user_id"])
     if payment_method_id not in methods:
@@ -198,13 +192,3 @@ async def modify_pending_order_items(
     order["status"] = "pending (item modified)"
     await write_back(ctx, order, before, methods, methods_before)
     return dumps(order)
-
-
-async def _variants_of_order(ctx: ToolContext, order: dict) -> dict[tuple[str, str], dict]:
-    """Variants of every product in the order, keyed by (product_id, item_id)."""
-    from backend.store.records import fetch_products
-    from backend.tools.retail.access import numbers
-
-    product_ids = {it["product_id"] for it in order["items"]}
-    products = numbers(ctx, await fetch_products(ctx.conn, product_ids))
-    return {(pid, vid): v for pid, p in products.items() for vid, v in p["variants"].items()}
