@@ -1,5 +1,6 @@
 """Training-curve plots of a paper-table run: SFT loss, and per GRPO run the reward mean, KL,
-entropy and response length per step (PNG files under DIR/plots)."""
+entropy and response length per step (PNG files under DIR/plots). Steps whose groups all had equal
+rewards make no update and have no KL or entropy point."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 GRPO_PANELS = [("reward_mean", "reward mean"), ("kl", "KL to reference (k3)"), ("entropy", "entropy (nats/token)"),
                ("response_length", "generated tokens per rollout")]
+UPDATE_ONLY = {"kl", "entropy"}
 
 
 def _read(path: Path) -> list[dict]:
@@ -42,7 +44,10 @@ def plot_curves(out: Path) -> list[Path]:
         fig, axes = plt.subplots(2, 2, figsize=(9, 6))
         for ax, (key, label) in zip(axes.flat, GRPO_PANELS, strict=True):
             for name, ms in runs.items():
-                ax.plot([m["step"] for m in ms], [m.get(key, float("nan")) for m in ms], marker=".", label=name)
+                # KL and entropy are measured on the rollouts an update used; steps without one have none
+                pts = [(m["step"], m.get(key, float("nan"))) for m in ms
+                       if key not in UPDATE_ONLY or m.get("update_rollouts", 1) > 0]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=name)
             ax.set_xlabel("GRPO step")
             ax.set_title(label)
         axes.flat[0].legend()
