@@ -116,6 +116,9 @@ def answer(goal: Goal) -> str:
     answers = ", ".join(goal.answer)
     say = goal.say.lower()
     if "status" in say and goal.order_id:
+        if len(goal.answer) == 2 and "tracking" in say:
+            return (f"Order {order_ref(goal.order_id)} is currently {goal.answer[0]}; "
+                    f"its tracking number is {goal.answer[1]}.")
         return f"Order {order_ref(goal.order_id)} is currently {answers}."
     if say.startswith("how many") or " how many " in say:
         return f"There are {answers} options available right now."

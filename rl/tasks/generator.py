@@ -47,14 +47,25 @@ def _customer(store: G.Store, uid: str, rng: random.Random, identity_mistake: bo
 # ----------------------------------------------------------------- info and refusal goals
 
 def info_status(store: G.Store, uid: str, rng: random.Random, used: G.Used, gid: str, **_: Any) -> Goal | None:
-    order = G._pick(rng, G._free(store.orders(uid), used))
+    # Only shipped orders: the answer includes the tracking number, which cannot be guessed, so an
+    # agent that never authenticated or looked the order up cannot pass by naming a status word.
+    shipped = [o for o in store.orders(uid) if _tracking_id(o)]
+    order = G._pick(rng, G._free(shipped, used))
     if order is None:
         return None
     ref = order_ref(order["order_id"])
-    return Goal(id=gid, kind="info", outcome="info", say=f"What is the current status of my order {ref}?",
+    return Goal(id=gid, kind="info", outcome="info",
+                say=f"What is the current status of my order {ref}, and what is its tracking number?",
                 upfront=["order_id"], details={"order_id": f"It's order {ref}."}, order_id=order["order_id"],
                 lookups=[Action(name="get_order_details", arguments={"order_id": order["order_id"]})],
-                answer=[order["status"]])
+                answer=[order["status"], _tracking_id(order)])
+
+
+def _tracking_id(order: dict[str, Any]) -> str | None:
+    for f in order.get("fulfillments") or []:
+        for tracking in f.get("tracking_id") or []:
+            return str(tracking)
+    return None
 
 
 def info_count(store: G.Store, uid: str, rng: random.Random, used: G.Used, gid: str, **_: Any) -> Goal | None:
