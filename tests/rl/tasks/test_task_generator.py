@@ -92,3 +92,15 @@ async def test_verify_reports_a_gold_write_that_fails(generated_tasks, retail_sn
     ]})
     problems = await verify_gold([task, bad], server_url=test_dbs.server_url, snapshots={"tau-retail": retail_snapshot})
     assert problems == [("broken", "cancel_pending_order failed: Error: non-pending order cannot be cancelled")]
+
+
+def test_order_status_answers_cannot_be_guessed(generated_tasks, tau_retail):
+    """An order-status question requires the order's tracking number too, so naming a likely
+    status word without authenticating and looking the order up never earns the reward."""
+    status_tasks = [t for t in generated_tasks if "category:info_status" in t.tags]
+    assert status_tasks
+    for task in status_tasks:
+        order_ids = {a.arguments.get("order_id") for g in task.script.goals for a in g.lookups}
+        tracking = {tr for oid in order_ids if oid in tau_retail["orders"]
+                    for f in tau_retail["orders"][oid]["fulfillments"] for tr in f["tracking_id"]}
+        assert any(out in tracking for out in task.outputs), task.id
