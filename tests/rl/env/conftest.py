@@ -1,5 +1,5 @@
-"""Fixtures for the RL environment tests: a frozen snapshot of the tau retail store (one per
-session) and a sandbox pool on it."""
+"""Fixtures for the RL environment tests: the session's frozen snapshot of the tau retail store
+(shared with the other rl tests, see tests/rl/conftest.py) and a sandbox pool of their own on it."""
 
 from __future__ import annotations
 
@@ -7,16 +7,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from backend.db.testing import TestDatabases
-from backend.store.tau_data import StoreData
-from rl.env import SandboxPool, Snapshot, create_snapshot, drop_snapshot
+from rl.env import SandboxPool, Snapshot
 
 
 @pytest.fixture(scope="session")
-async def tau_snapshot(test_dbs: TestDatabases, tau_retail: StoreData) -> AsyncIterator[Snapshot]:
-    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_snap")
-    yield snap
-    await drop_snapshot(snap)
+def tau_snapshot(retail_snapshot: Snapshot) -> Snapshot:
+    return retail_snapshot
 
 
 @pytest.fixture(scope="session")
