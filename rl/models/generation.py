@@ -47,13 +47,7 @@ def generate_batch(model: PreTrainedModel, prompts: list[list[int]], *, max_new_
     done = torch.zeros(n, dtype=torch.bool, device=device)
     finished = [False] * n
     for _ in range(max_new_tokens):
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        if greedy:
-            tok = logp.argmax(-1)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        tok_lp = logp.gather(-1, tok[:, None]).squeeze(-1)
+        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         for i in (~done).nonzero().flatten().tolist():
             t = int(tok[i])
@@ -141,13 +135,7 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     alive = torch.ones(n, dtype=torch.bool, device=device)
     finished = [False] * n
     for step in range(max_new_tokens):
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        if greedy:
-            tok = logp.argmax(-1)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
-            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        tok_lp = logp.gather(-1, tok[:, None]).squeeze(-1)
+        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator)
         for i in alive.nonzero().flatten().tolist():
             t = int(tok[i])
             new_ids[i].append(t)
@@ -174,3 +162,16 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
                                    for layer in cache.layers]))
     gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
     return gens, prefix
+
+
+def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float,
+            generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next token of each row (argmax, or a sample at `temperature`) and its log-prob under
+    the untempered distribution (the one the trainer recomputes)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    if greedy:
+        tok = logp.argmax(-1)
+    else:
+        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
