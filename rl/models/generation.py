@@ -20,51 +20,15 @@ class Generation:
     finished: bool  # ended with eos (else cut off at max_new_tokens)
 
 
-@torch.no_grad()
 def generate_batch(model: PreTrainedModel, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
                    pad_id: int, temperature: float = 1.0, greedy: bool = False,
                    generator: torch.Generator | None = None) -> list[Generation]:
-    """Continue every prompt until eos or `max_new_tokens`; KV-cached, one forward per new token."""
-    if not prompts:
-        return []
-    device = next(model.parameters()).device
-    n = len(prompts)
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        input_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        attention[i, width - len(p):] = 1
-    input_ids, attention = input_ids.to(device), attention.to(device)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
-                logits_to_keep=1)
-    cache = out.cache
-    logits = out.logits[:, -1, :]
-    next_pos = positions[:, -1] + 1
-    new_ids: list[list[int]] = [[] for _ in range(n)]
-    new_lp: list[list[float]] = [[] for _ in range(n)]
-    done = torch.zeros(n, dtype=torch.bool, device=device)
-    finished = [False] * n
-    for _ in range(max_new_tokens):
-        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator)
-        tok = torch.where(done, torch.full_like(tok, pad_id), tok)
-        for i in (~done).nonzero().flatten().tolist():
-            t = int(tok[i])
-            new_ids[i].append(t)
-            new_lp[i].append(float(tok_lp[i]))
-            if t == eos_id:
-                finished[i] = True
-        done = done | (tok == eos_id)
-        if bool(done.all()):
-            break
-        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=-1)
-        out = model(input_ids=tok[:, None], attention_mask=attention, position_ids=next_pos[:, None],
-                    cache=cache, use_cache=True)
-        cache = out.cache
-        logits = out.logits[:, -1, :]
-        next_pos = next_pos + 1
-    return [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
+    """Continue every prompt until eos or `max_new_tokens`; KV-cached, one forward per new token
+    (`generate_continuing` with nothing cached yet)."""
+    gens, _ = generate_continuing(model, prompts, [None] * len(prompts), max_new_tokens=max_new_tokens,
+                                  eos_id=eos_id, pad_id=pad_id, temperature=temperature, greedy=greedy,
+                                  generator=generator, return_caches=False)
+    return gens
 
 
 @dataclass
@@ -82,13 +46,14 @@ class PrefixCache:
 @torch.no_grad()
 def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches: list[PrefixCache | None], *,
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
-                        greedy: bool = False, generator: torch.Generator | None = None) -> tuple[
-                            list[Generation], list[PrefixCache]]:
+                        greedy: bool = False, generator: torch.Generator | None = None,
+                        return_caches: bool = True) -> tuple[list[Generation], list[PrefixCache]]:
     """`generate_batch` for conversations that were continued before: row i's cache holds the first
     tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
     generation prompt) is processed. Cached rows are left padded to a common length, the new parts
     likewise after them; padding is masked out (holes in the attention mask) and every token keeps
-    its true position. Returns the generations and each row's cache of everything it processed."""
+    its true position. Returns the generations and each row's cache of everything it processed
+    (an empty list when `return_caches` is False)."""
     n = len(prompts)
     if not n:
         return [], []
@@ -154,13 +119,15 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
         cache = out.cache
         logits = out.logits[:, -1, :]
         next_pos = next_pos + was_alive.long()
+    gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
+    if not return_caches:
+        return gens, []
     keep = attention.bool().cpu()
     prefix = []
     for i in range(n):
         idx = keep[i].nonzero().flatten()
         prefix.append(PrefixCache([(layer.keys[i][:, idx].cpu(), layer.values[i][:, idx].cpu())
                                    for layer in cache.layers]))
-    gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
     return gens, prefix
 
 
