@@ -109,3 +109,12 @@ async def price_difference(
             raise ToolError(f"new item {new_item_id} not found or available")
         diff += variant["price"] - item["price"]
     return diff, variants
+
+
+def check_swap(ctx: ToolContext, order: Record, item_ids: list[str], new_item_ids: list[str], verb: str) -> None:
+    """The argument checks of an item swap (modify or exchange), in tau-bench's order."""
+    count_check(order, item_ids)
+    if len(item_ids) != len(new_item_ids):
+        raise ToolError("the number of items to be exchanged should match")
+    if not item_ids and not ctx.upstream_compat:
+        raise ToolError(f"no items to {verb}")

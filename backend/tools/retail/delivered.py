@@ -9,6 +9,7 @@ from backend.tools.context import ToolContext, ToolError
 from backend.tools.registry import ToolKind, tool
 from backend.tools.retail.access import (
     cents,
+    check_swap,
     count_check,
     order_for_update,
     payment_methods_for_update,
@@ -71,11 +72,7 @@ async def exchange_delivered_order_items(
     order = await order_for_update(ctx, order_id)
     if order["status"] != "delivered":
         raise ToolError("non-delivered order cannot be exchanged")
-    count_check(order, item_ids)
-    if len(item_ids) != len(new_item_ids):
-        raise ToolError("the number of items to be exchanged should match")
-    if not item_ids and not ctx.upstream_compat:
-        raise ToolError("no items to exchange")
+    check_swap(ctx, order, item_ids, new_item_ids, "exchange")
     diff_price, _ = await price_difference(ctx, order, item_ids, new_item_ids)
     diff_price = cents(ctx, diff_price)
 

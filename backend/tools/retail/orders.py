@@ -12,7 +12,7 @@ from backend.tools.context import ToolContext, ToolError
 from backend.tools.registry import ToolKind, tool
 from backend.tools.retail.access import (
     cents,
-    count_check,
+    check_swap,
     order_for_read,
     order_for_update,
     payment_methods_for_update,
@@ -160,11 +160,7 @@ async def modify_pending_order_items(
     order = await order_for_update(ctx, order_id)
     if order["status"] != "pending":
         raise ToolError("non-pending order cannot be modified")
-    count_check(order, item_ids)
-    if len(item_ids) != len(new_item_ids):
-        raise ToolError("the number of items to be exchanged should match")
-    if not item_ids and not ctx.upstream_compat:
-        raise ToolError("no items to modify")
+    check_swap(ctx, order, item_ids, new_item_ids, "modify")
     diff_price, variants = await price_difference(ctx, order, item_ids, new_item_ids)
 
     methods = await payment_methods_for_update(ctx, order["user_id"])
