@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rl.chat.views import ChatView
+
 train_app = typer.Typer(help="Train local models (tokenizer + tiny Qwen3, SFT, GRPO).", no_args_is_help=True)
 console = Console(stderr=True)
 RecipeOpt = Annotated[str, typer.Option("--recipe", help="experiment recipe for view, prompt and sizes")]
@@ -67,13 +69,15 @@ def init(corpus: Annotated[Path, typer.Option("--corpus", help="cold-start JSONL
     from rl.models.tokenizer import train_bpe
 
     r = _recipe(recipe)
-    view = r.view
+    records = _records(corpus)
+    view = r.view_with_names(records)
     texts = [render_conversation(view.messages(x["messages"]), view.tool_list(x.get("tools") or []))
-             for x in _records(corpus)]
-    tok = train_bpe(texts, vocab_size=vocab_size or r.vocab_size)
+             for x in records]
+    tok = train_bpe(texts, vocab_size=vocab_size or r.vocab_size, extra_tokens=view.extra_tokens)
     model = build_tiny_model(tok, r.model)
     save_model_folder(model, tok, out, {"kind": "tiny-qwen3", "recipe": r.model.model_dump(), "parent": None,
-                                        "tokenizer": {"vocab_size": len(tok), "corpus": str(corpus)}})
+                                        "tokenizer": {"vocab_size": len(tok), "corpus": str(corpus)},
+                                        "view": view.describe()})
     console.print(f"{n_parameters(model):,} parameters, vocabulary {len(tok)} -> {out}")
 
 
@@ -92,13 +96,13 @@ def sft(model_dir: Annotated[Path, typer.Option("--model", help="model folder to
     r = _recipe(recipe)
     cfg = r.sft.model_copy(update={k: v for k, v in {"epochs": epochs, "lr": lr, "batch_size": batch_size}.items()
                                    if v is not None})
-    view = r.view
-    records = [{"messages": view.messages(x["messages"]), "tools": view.tool_list(x.get("tools") or [])}
-               for x in _records(data)]
     if not model_dir.is_dir():
         console.print(f"[red]error:[/red] no model folder at {model_dir}")
         raise typer.Exit(2)
     model, tok, manifest = load_model_folder(model_dir)
+    view = ChatView.from_manifest(manifest.get("view"))  # the layout the model was made for
+    records = [{"messages": view.messages(x["messages"]), "tools": view.tool_list(x.get("tools") or [])}
+               for x in _records(data)]
     total = max(1, round(math.ceil(len(records) / cfg.batch_size) * cfg.epochs))
     with _bar("sft") as bar:
         task = bar.add_task("sft", total=total, info="")
@@ -148,7 +152,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
     ref = refs.pop()
     with ExperimentEnv(database_url, resolve_store(ref, data_dir), ref, r.pool_size) as env, _bar("grpo") as bar:
         rollout = EpisodeRollout(tok, env.loop, env.pool, env.cache, sim, system_prompt=r.system_prompt,
-                                 max_new_tokens=r.max_new_tokens, max_context=r.max_context, view=r.view,
+                                 max_new_tokens=r.max_new_tokens, max_context=r.max_context,
+                                 view=ChatView.from_manifest(manifest.get("view")),
                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
         trainer = GRPOTrainer(model, tok, tasks, rollout, cfg, out, manifest={**manifest, "user": user})
         task = bar.add_task("grpo", total=cfg.steps, completed=trainer.step, info="")

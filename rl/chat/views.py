@@ -1,22 +1,83 @@
-"""What a small local model is shown of a conversation: its tool list and its tool results.
+"""What a small local model is shown of a conversation: its tool list, its tool results and, for the
+tiny recipe, references in place of identifiers.
 
 A `ChatView` is part of a training recipe, applied the same way in SFT, GRPO rollouts and
 evaluation, so the model always reads the layout it was trained on. The full view (the default)
 passes everything through. The tiny recipe's view lists only the tools its task mix needs, as
 compact schemas (names and parameter types, no descriptions), and shows tool results as compact
-JSON with the fields an agent acts on (an order's id, status, items by id and name, and the payment
-methods it was paid with; a customer's name, payment methods and orders), so a 2M-parameter model's
-few hundred tokens of context go to the conversation. Tools still run on the real store; only the
-model's view of their output is shortened.
+JSON with the fields an agent acts on (an order's id, status, items by id and name, the payment
+methods it was paid with and its tracking numbers; a customer's name, payment methods and orders),
+so a 2M-parameter model's few hundred tokens of context go to the conversation.
+
+With `refs` on, every identifier (an email, or a word with four or more digits: order, item,
+user, payment-method and tracking ids, zip codes) and every person name the view knows (`names`)
+is shown as a reference token `<id_1>`, `<id_2>`, ... numbered in order of first appearance in the
+conversation; what the model writes is expanded back before anything else sees it (a `RefTable`
+per conversation). Copying a 10-digit id or an email digit by digit is a skill a 2M-parameter model
+trained for minutes does not acquire (the first paper-table run: held-out digit accuracy stayed at
+chance and not one identity lookup succeeded); pointing at one reference token it can learn. This is
+the classic entity-anonymisation trick of reading-comprehension models, applied at the view, so
+tools still run on the real store, customers read real ids, and only the model's text changes.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from rl.chat.format import compact_tools
+
+MAX_REFS = 64
+REF_TOKENS = tuple(f"<id_{i}>" for i in range(1, MAX_REFS + 1))
+_REF = re.compile(r"<id_(\d+)>")
+# An email, or a word with four or more digits (#W1234567, 9494281769, james_lee_5010, paypal_123, 95161).
+# A capitalized word is a reference only when it is one of the view's names.
+_IDENTIFIER_OR_NAME = re.compile(r"(?P<id>[\w.+-]+@[\w-]+(?:\.[\w-]+)+|#?\b[A-Za-z_]*\d{4,}\w*)|\b[A-Z][a-z]+\b")
+
+
+class RefTable:
+    """One conversation's identifiers and the reference tokens that stand for them."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.values: list[str] = []
+        self.index: dict[str, int] = {}
+
+    def _ref(self, value: str) -> str:
+        i = self.index.get(value)
+        if i is None:
+            if len(self.values) >= MAX_REFS:
+                return value  # out of references: shown as it is
+            self.values.append(value)
+            i = self.index[value] = len(self.values)
+        return f"<id_{i}>"
+
+    def show(self, text: str) -> str:
+        """`text` as the model reads it: identifiers and known names replaced by references."""
+        def ref(m: re.Match[str]) -> str:
+            word = m.group(0)
+            return self._ref(word) if m.group("id") or word in self.names else word
+
+        return _IDENTIFIER_OR_NAME.sub(ref, text)
+
+    def expand(self, text: str) -> str:
+        """What the model wrote, with each reference it was shown replaced by its value."""
+        def value(m: re.Match[str]) -> str:
+            i = int(m.group(1))
+            return self.values[i - 1] if 1 <= i <= len(self.values) else m.group(0)
+
+        return _REF.sub(value, text)
+
+    def show_value(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.show(v)
+        if isinstance(v, list):
+            return [self.show_value(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self.show_value(x) for k, x in v.items()}
+        return v
 
 
 @dataclass(frozen=True)
@@ -24,6 +85,8 @@ class ChatView:
     tools: tuple[str, ...] | None = None  # only these tools are listed (None: all)
     compact_schemas: bool = False
     compact_results: bool = False
+    refs: bool = False  # identifiers and known names shown as reference tokens
+    names: frozenset[str] = field(default_factory=frozenset)  # person names shown as references
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -34,12 +97,60 @@ class ChatView:
     def result(self, text: str) -> str:
         return compact_result(text) if self.compact_results else text
 
+    def conversation(self) -> RefTable | None:
+        """The per-conversation state of this view (None when it has none)."""
+        return RefTable(self.names) if self.refs else None
+
+    @property
+    def extra_tokens(self) -> tuple[str, ...]:
+        """Tokens a tokenizer for this view must hold whole."""
+        return REF_TOKENS if self.refs else ()
+
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A recorded conversation as this view shows it (tool results shortened)."""
-        if not self.compact_results:
+        """A recorded conversation as this view shows it (tool results shortened, references)."""
+        refs = self.conversation()
+        if not self.compact_results and refs is None:
             return messages
-        return [{**m, "content": self.result(str(m.get("content") or ""))} if m.get("role") == "tool" else m
-                for m in messages]
+        out = []
+        for m in messages:
+            m = dict(m)
+            if m.get("role") == "tool":
+                m["content"] = self.result(str(m.get("content") or ""))
+            if refs is not None and m.get("role") != "system":
+                if m.get("content") is not None:
+                    m["content"] = refs.show(str(m["content"]))
+                if m.get("tool_calls"):
+                    m["tool_calls"] = [_show_call(c, refs) for c in m["tool_calls"]]
+            out.append(m)
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The view as a model folder's manifest records it (`from_manifest` reads it back)."""
+        return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
+                "refs": self.refs, "names": sorted(self.names)}
+
+    @classmethod
+    def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
+        """The view a model was trained with, from its manifest's `view` (the full view if none)."""
+        if not view:
+            return FULL_VIEW
+        tools = view.get("tools")
+        return cls(tools=tuple(tools) if tools else None, compact_schemas=bool(view.get("compact")),
+                   compact_results=bool(view.get("compact")), refs=bool(view.get("refs")),
+                   names=frozenset(view.get("names") or ()))
+
+
+def _show_call(call: dict[str, Any], refs: RefTable) -> dict[str, Any]:
+    fn = dict(call.get("function", {}))
+    raw = fn.get("arguments")
+    if isinstance(raw, str):
+        try:
+            fn["arguments"] = json.dumps(refs.show_value(json.loads(raw)))
+        except ValueError:
+            fn["arguments"] = refs.show(raw)
+    else:
+        fn["arguments"] = refs.show_value(raw)
+    return {**call, "function": fn}
 
 
 FULL_VIEW = ChatView()
@@ -59,6 +170,10 @@ def compact_result(text: str) -> str:
                         if isinstance(i, dict)]
         out["paid_with"] = sorted({p.get("payment_method_id") for p in rec.get("payment_history", [])
                                    if isinstance(p, dict) and p.get("transaction_type") == "payment"})
+        tracking = [str(t) for f in rec.get("fulfillments") or [] if isinstance(f, dict)
+                    for t in f.get("tracking_id") or []]
+        if tracking:
+            out["tracking"] = tracking
         rec = out
     elif "payment_methods" in rec and "orders" in rec:
         name = rec.get("name") or {}

@@ -15,6 +15,9 @@ turns) and short agent turns. Task mixes (all from the tau retail store, on disj
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from rl.chat.views import ChatView
@@ -52,12 +55,14 @@ class ExperimentRecipe(BaseModel):
     system_prompt: str = TINY_SYSTEM_PROMPT
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
+    refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
+    sft_augment_copies: int = 0  # identifier-augmented copies per cold-start conversation (rl/coldstart/augment.py)
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=7, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=6, tasks_per_step=4, group_size=8, lr=1e-4, kl_coef=0.001,
+    grpo: GRPOConfig = GRPOConfig(steps=8, tasks_per_step=6, group_size=8, lr=2e-4, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True)
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
@@ -66,8 +71,22 @@ class ExperimentRecipe(BaseModel):
 
     @property
     def view(self) -> ChatView:
+        """The recipe's view without a name list (`view_with_names` adds the one learned from data)."""
         return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
-                        compact_results=self.compact)
+                        compact_results=self.compact, refs=self.refs)
+
+    def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
+        """The recipe's view with the person names it shows as references: the seed catalog's first
+        and last names and those of the customers in `records` (the cold-start conversations)."""
+        if not self.refs:
+            return self.view
+        from backend.store.seed_catalog import FIRST_NAMES, LAST_NAMES
+        from rl.coldstart.augment import customer_names
+
+        names = set(FIRST_NAMES) | set(LAST_NAMES)
+        for r in records:
+            names.update(customer_names(r) or ())
+        return dataclasses.replace(self.view, names=frozenset(names))
 
 
 RECIPES: dict[str, ExperimentRecipe] = {

@@ -20,7 +20,16 @@ def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
 class Stages:
     def __init__(self, recipe: ExperimentRecipe, out: Path, env: Any, report: Any) -> None:
         self.recipe, self.out, self.env, self.report = recipe, out, env, report
-        self.view = recipe.view
+        self._view: Any = None
+
+    @property
+    def view(self) -> Any:
+        """The recipe's view with the names learned from the cold-start data (rl/chat/views.py)."""
+        if self._view is None:
+            from rl.coldstart.sft import read_records
+
+            self._view = self.recipe.view_with_names(read_records(self.out / "coldstart" / "filtered.jsonl"))
+        return self._view
 
     def model_dir(self, name: str) -> Path:
         return self.out / "models" / name
@@ -50,8 +59,13 @@ class Stages:
     def _sft_records(self) -> list[dict[str, Any]]:
         from rl.coldstart.sft import read_records
 
+        records = read_records(self.out / "coldstart" / "filtered.jsonl")
+        if self.recipe.sft_augment_copies:
+            from rl.coldstart.augment import augmented_copies
+
+            records = records + augmented_copies(records, self.recipe.sft_augment_copies, seed=self.recipe.task_seed)
         return [{"messages": self.view.messages(r["messages"]), "tools": self.view.tool_list(r["tools"])}
-                for r in read_records(self.out / "coldstart" / "filtered.jsonl")]
+                for r in records]
 
     # ------------------------------------------------------------------ models
     def base_model(self) -> Path:
@@ -64,14 +78,14 @@ class Stages:
 
         self.report.stage("tokenizer and base model", None)
         texts = [render_conversation(r["messages"], r["tools"]) for r in self._sft_records()]
-        tok = train_bpe(texts, vocab_size=self.recipe.vocab_size)
+        tok = train_bpe(texts, vocab_size=self.recipe.vocab_size, extra_tokens=self.view.extra_tokens)
         model = build_tiny_model(tok, self.recipe.model)
         digest = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
         return save_model_folder(model, tok, folder, {
             "kind": "tiny-qwen3", "recipe": self.recipe.model.model_dump(), "experiment_recipe": self.recipe.name,
             "tokenizer": {"type": "byte-level BPE", "vocab_size": len(tok), "corpus": "cold-start conversations",
                           "corpus_digest": digest, "documents": len(texts)},
-            "view": {"tools": self.recipe.tools, "compact": self.recipe.compact}, "parent": None})
+            "view": self.view.describe(), "parent": None})
 
     def sft(self) -> Path:
         folder = self.model_dir("cold_start")
@@ -143,7 +157,7 @@ class Stages:
         self.env.release_pool()
         model, tok, _ = load_model_folder(self.model_dir(row))
         engine = LocalPolicy(model.eval(), tok, greedy=True, max_new_tokens=r.max_new_tokens,
-                             max_context=r.max_context, result_transform=self.view.result, max_batch=64)
+                             max_context=r.max_context, view=self.view, max_batch=64)
         policy = LocalAgentPolicy(engine, model_name=row, tools_transform=self.view.tool_list)
         self.report.stage(f"evaluate {row}", len(tasks))
         result = self.env.run(evaluate(

@@ -63,7 +63,7 @@ class EpisodeRollout:
             list[Any], list[Trace]]:
         engine = LocalPolicy(model, self.tok, greedy=self.greedy, max_new_tokens=self.max_new_tokens,
                              max_context=self.max_context, seed=seed,
-                             result_transform=self.view.result if self.view is not None else None)
+                             view=self.view)
         policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
         trajectories = self.loop.run(self._play(policy, tasks, trials, seed))
         st = engine.stats

@@ -8,7 +8,7 @@ is the end-of-turn (eos) token and `<|endoftext|>` the padding token, as in Qwen
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -17,8 +17,11 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 from rl.chat.format import END_OF_TEXT, IM_END, SPECIAL_TOKENS
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE on `texts`; special tokens get the first ids."""
+def train_bpe(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2,
+              extra_tokens: Sequence[str] = ()) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts`; special tokens get the first ids, then `extra_tokens` (e.g. a
+    view's reference tokens, rl/chat/views.py), each also one token that is never split."""
+    specials = list(SPECIAL_TOKENS) + [t for t in extra_tokens if t not in SPECIAL_TOKENS]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
@@ -26,26 +29,26 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int =
     ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
-    tok.train_from_iterator(_strip_specials(texts), trainer=trainer)
-    return wrap(tok)
+    tok.train_from_iterator(_strip_specials(texts, specials), trainer=trainer)
+    return wrap(tok, specials)
 
 
-def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+def wrap(tok: Tokenizer, specials: Sequence[str] = SPECIAL_TOKENS) -> PreTrainedTokenizerFast:
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=IM_END, pad_token=END_OF_TEXT, clean_up_tokenization_spaces=False,
-        additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (IM_END, END_OF_TEXT)],
+        additional_special_tokens=[t for t in specials if t not in (IM_END, END_OF_TEXT)],
     )
     fast.padding_side = "left"
     return fast
 
 
-def _strip_specials(texts: Iterable[str]) -> Iterable[str]:
+def _strip_specials(texts: Iterable[str], specials: Sequence[str]) -> Iterable[str]:
     # Special tokens are added whole; keep their text out of the merges.
     for text in texts:
-        for s in SPECIAL_TOKENS:
+        for s in specials:
             text = text.replace(s, "\n")
         yield text
 

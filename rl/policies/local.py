@@ -9,7 +9,10 @@ keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its ow
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
 the parse error under the call's `error` key, which the episode runner returns to the model as the
-tool result (the registry is not called). The KV cache of every episode's conversation so far is
+tool result (the registry is not called). A `view` (rl/chat/views.py) sets how tool results look to
+the model and, when it uses references, keeps each episode's `RefTable`: customer messages and tool
+results are shown with references, and what the model writes is expanded before it is parsed.
+The KV cache of every episode's conversation so far is
 kept between its turns (the trace only grows by appending), so a turn processes only the new
 customer message or tool results.
 """
@@ -25,6 +28,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.chat.format import parse_reply
+from rl.chat.views import FULL_VIEW, ChatView, RefTable
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
@@ -60,6 +64,7 @@ class _Episode:
     seen: int = 0  # messages already in the trace
     cache: PrefixCache | None = None  # key/value cache of the trace's first tokens (append-only, so it stays valid)
     used: int = 0  # when the cache was last used (for dropping the oldest ones)
+    refs: RefTable | None = None  # the view's references in this conversation
 
 
 @dataclass
@@ -86,14 +91,14 @@ class LocalPolicy:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, greedy: bool = False,
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
-                 max_cached_episodes: int = 256, result_transform: Any = None) -> None:
+                 max_cached_episodes: int = 256, view: ChatView | None = None) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
         self.name = name
         self.stats = GenerationStats()
         self.reuse_cache, self.max_cached_episodes = reuse_cache, max_cached_episodes
-        self.result_transform = result_transform  # how tool results are shown (rl.chat.views.ChatView.result)
+        self.view = view or FULL_VIEW  # how the conversation is shown to the model
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -105,7 +110,7 @@ class LocalPolicy:
         """The agent's next assistant message (OpenAI format) for this conversation."""
         ep = self._episodes.get(episode_id)
         if ep is None:
-            ep = self._episodes[episode_id] = _Episode(TraceBuilder(self.tok, self.max_context))
+            ep = self._episodes[episode_id] = self.new_episode()
         self._append_new(ep, messages, tools)
         prompt = ep.builder.open_assistant_turn()
         if len(prompt) + 1 >= self.max_context:  # no room left: an empty turn (the episode runs out of turns)
@@ -119,7 +124,13 @@ class LocalPolicy:
         ids, logprobs = await fut
         ep.builder.add_generated(ids, logprobs)
         ep.seen = len(messages) + 1
-        return reply_message(decode(self.tok, ids), call_id_prefix=f"{episode_id}_{ep.seen}")
+        text = decode(self.tok, ids)
+        msg = reply_message(ep.refs.expand(text) if ep.refs else text, call_id_prefix=f"{episode_id}_{ep.seen}")
+        msg["raw"] = text
+        return msg
+
+    def new_episode(self) -> _Episode:
+        return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation())
 
     def pop_trace(self, episode_id: str) -> Trace | None:
         ep = self._episodes.pop(episode_id, None)
@@ -139,14 +150,14 @@ class LocalPolicy:
             if m["role"] == "tool":
                 outputs = []
                 while i < len(messages) and messages[i]["role"] == "tool":
-                    out = messages[i].get("content") or ""
-                    outputs.append(self.result_transform(out) if self.result_transform else out)
+                    out = self.view.result(messages[i].get("content") or "")
+                    outputs.append(ep.refs.show(out) if ep.refs else out)
                     i += 1
                 b.add_tool_results(outputs)
                 continue
             if m["role"] == "assistant":
                 raise ValueError("an assistant message the local policy did not write was added to the conversation")
-            b.add_message(m)
+            b.add_message({**m, "content": ep.refs.show(m.get("content") or "")} if ep.refs else m)
             i += 1
         ep.seen = i
 
@@ -236,7 +247,7 @@ class LocalAgentPolicy:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
         s = LocalSession(self, eid, self.tools_transform(tools) if self.tools_transform else tools)
-        self.engine._episodes[eid] = _Episode(TraceBuilder(self.engine.tok, self.engine.max_context))
+        self.engine._episodes[eid] = self.engine.new_episode()
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
 
@@ -246,8 +257,11 @@ def load_local_policy(path: str, *, greedy: bool = True, **options: Any) -> Loca
     from rl.models.tiny import load_model_folder
 
     torch.set_num_threads(int(options.pop("threads", 2)))
-    model, tok, _ = load_model_folder(path)
-    return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path)
+    model, tok, manifest = load_model_folder(path)
+    view = ChatView.from_manifest(manifest.get("view"))  # the layout the model was trained on
+    options.setdefault("view", view)
+    return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path,
+                            tools_transform=view.tool_list)
 
 
 def _register() -> None:

@@ -21,6 +21,8 @@ def test_compact_order_keeps_what_an_agent_acts_on():
     assert out == {"order_id": "#W1", "status": "pending", "items": [{"item_id": "111", "name": "Lamp"}],
                    "paid_with": ["paypal_1"]}
     assert compact_result("Error: order not found") == "Error: order not found"
+    shipped = {**ORDER, "fulfillments": [{"tracking_id": [123456789012], "item_ids": ["111"]}]}
+    assert json.loads(compact_result(json.dumps(shipped)))["tracking"] == ["123456789012"]
     user = {"name": {"first_name": "A", "last_name": "B"}, "email": "a@b", "payment_methods": {"paypal_1": {}},
             "orders": ["#W1"], "address": {}}
     assert json.loads(compact_result(json.dumps(user))) == {"name": "A B", "payment_methods": ["paypal_1"],
@@ -35,3 +37,36 @@ def test_view_filters_tools_and_rewrites_only_tool_messages():
     shown = view.messages(msgs)
     assert shown[0] == msgs[0] and len(shown[1]["content"]) < len(msgs[1]["content"]) / 2
     assert FULL_VIEW.tool_list(TOOLS) == TOOLS and FULL_VIEW.messages(msgs) == msgs
+
+
+def test_references_number_identifiers_and_known_names_in_order_of_appearance():
+    view = ChatView(refs=True, names=frozenset({"James", "Lee"}))
+    refs = view.conversation()
+    shown = refs.show("I am James Lee, zip 95161, email james.lee5010@example.com. Cancel #W8520591, James.")
+    assert shown == "I am <id_1> <id_2>, zip <id_3>, email <id_4>. Cancel <id_5>, <id_1>."
+    result = refs.show('{"order_id":"#W8520591","items":[{"item_id":"9494281769","name":"Lamp"}],"status":"Pending"}')
+    assert result == '{"order_id":"<id_5>","items":[{"item_id":"<id_6>","name":"Lamp"}],"status":"Pending"}'
+    assert refs.expand('{"order_id": "<id_5>", "zip": "<id_3>", "first_name": "<id_1>", "x": "<id_9>"}') == \
+        '{"order_id": "#W8520591", "zip": "95161", "first_name": "James", "x": "<id_9>"}'
+    assert view.extra_tokens[0] == "<id_1>" and ChatView().extra_tokens == () and ChatView().conversation() is None
+
+
+def test_recorded_conversation_gets_references_in_text_tool_calls_and_results():
+    view = ChatView(compact_results=True, refs=True)
+    msgs = [{"role": "system", "content": "Store 1234 rules"},
+            {"role": "user", "content": "Cancel #W1111111 please"},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+                "name": "get_order_details", "arguments": json.dumps({"order_id": "#W1111111"})}}]},
+            {"role": "tool", "tool_call_id": "c", "content": json.dumps({**ORDER, "order_id": "#W1111111"})}]
+    shown = view.messages(msgs)
+    assert shown[0] == msgs[0] and shown[1]["content"] == "Cancel <id_1> please"
+    assert json.loads(shown[2]["tool_calls"][0]["function"]["arguments"]) == {"order_id": "<id_1>"}
+    assert json.loads(shown[3]["content"])["order_id"] == "<id_1>"
+    assert msgs[1]["content"] == "Cancel #W1111111 please"  # the record is not changed
+
+
+def test_a_view_round_trips_through_a_manifest():
+    view = ChatView(tools=("get_order_details",), compact_schemas=True, compact_results=True, refs=True,
+                    names=frozenset({"Ann"}))
+    assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
+    assert ChatView.from_manifest(None) == FULL_VIEW

@@ -23,6 +23,13 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
                                    for v in r["by_tag"].values())
     assert (out / "table.md").read_text().count("\n| ") >= len(ROWS)
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
+    # the models carry the view they were trained with: references, and the names they stand for
+    from rl.chat.views import ChatView
+    from rl.models.tokenizer import load_tokenizer
+
+    view = ChatView.from_manifest(json.loads((out / "models" / "mua_rl" / "manifest.json").read_text())["view"])
+    assert view.refs and "Abigail" in view.names and view.tools == tuple(recipe.tools)
+    assert len(load_tokenizer(out / "models" / "mua_rl").encode("<id_7>", add_special_tokens=False)) == 1
     # the task sets never share a customer
     from rl.tasks.schema import load_tasks
 

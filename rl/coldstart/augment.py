@@ -1,0 +1,119 @@
+"""Identifier augmentation for cold-start conversations: the same conversation with the customer's
+identifiers replaced by fresh ones, consistently everywhere they occur.
+
+A store has a few hundred customers, so a small model trained on their conversations can lower its
+loss by memorising every customer's email, user id and order ids instead of learning to copy them
+from the conversation - and then, on a held-out customer, it writes an id it memorised (measured in
+the first paper-table run: not one identity lookup in 105 held-out episodes succeeded). In an
+augmented copy every run of four or more digits (order, item, payment-method and tracking ids, the
+digits of user ids and emails, zip codes, street numbers) is replaced by a fresh random run of the
+same length, and the customer's first and last names (found in a name+zip lookup or in a user id)
+by other names, in every message, tool call and tool result, the same replacement at every
+occurrence. The copies stay internally consistent (the id the agent looks up is the id the customer
+said and the id the tool returned), so the only way to predict them is to copy: the skill a
+held-out customer needs. The ids no longer exist in the store; augmented copies are training text
+only, marked `meta.augmented`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from backend.store.seed_catalog import FIRST_NAMES, LAST_NAMES
+
+DIGIT_RUN = re.compile(r"\d{4,}")
+USER_ID = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
+
+
+def customer_names(record: dict[str, Any]) -> tuple[str, str] | None:
+    """The customer's (first, last) name as the conversation shows it, if it does."""
+    for m in record["messages"]:
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            if fn.get("name") == "find_user_id_by_name_zip":
+                args = _args(fn.get("arguments"))
+                if args.get("first_name") and args.get("last_name"):
+                    return str(args["first_name"]), str(args["last_name"])
+    for m in record["messages"]:
+        found = USER_ID.search(json.dumps(m))
+        if found:
+            return found.group(1).capitalize(), found.group(2).capitalize()
+    return None
+
+
+def _args(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+class _Renamer:
+    def __init__(self, rng: random.Random, names: tuple[str, str] | None) -> None:
+        self.rng = rng
+        self.digits: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.words: dict[str, str] = {}
+        if names:
+            pools = (FIRST_NAMES, LAST_NAMES)
+            for old, pool in zip(names, pools, strict=True):
+                new = rng.choice([n for n in pool if n.lower() != old.lower()])
+                for f in (str.lower, str.capitalize, str.upper):
+                    self.words[f(old)] = f(new)
+        alternatives = "|".join(map(re.escape, sorted(self.words, key=len, reverse=True)))
+        self.word_re = re.compile(rf"(?<![A-Za-z])({alternatives})(?![A-Za-z])") if self.words else None
+
+    def _digit_run(self, m: re.Match[str]) -> str:
+        old = m.group(0)
+        if old not in self.digits:
+            while True:
+                new = str(self.rng.randrange(1, 10)) + "".join(str(self.rng.randrange(10)) for _ in old[1:])
+                if new not in self.used and new != old:
+                    break
+            self.used.add(new)
+            self.digits[old] = new
+        return self.digits[old]
+
+    def text(self, s: str) -> str:
+        s = DIGIT_RUN.sub(self._digit_run, s)
+        return self.word_re.sub(lambda m: self.words[m.group(0)], s) if self.word_re else s
+
+    def value(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, list):
+            return [self.value(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self.value(x) for k, x in v.items()}
+        return v
+
+
+def augment_record(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """One consistently renamed copy of a cold-start record (messages and tool calls; tools unchanged)."""
+    r = _Renamer(rng, customer_names(record))
+    messages = []
+    for m in record["messages"]:
+        m = dict(m)
+        if m.get("content") is not None:
+            m["content"] = r.text(str(m["content"]))
+        if m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = dict(c.get("function", {}))
+                raw = fn.get("arguments")
+                fn["arguments"] = (json.dumps(r.value(_args(raw))) if isinstance(raw, str) else r.value(raw))
+                calls.append({**c, "function": fn})
+            m["tool_calls"] = calls
+        messages.append(m)
+    return {**record, "messages": messages, "meta": {**record.get("meta", {}), "augmented": True}}
+
+
+def augmented_copies(records: list[dict[str, Any]], copies: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`copies` renamed copies of every record (deterministic for a seed), originals not included."""
+    rng = random.Random(seed)
+    return [augment_record(rec, rng) for _ in range(copies) for rec in records]
