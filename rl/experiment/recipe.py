@@ -46,7 +46,7 @@ class ExperimentRecipe(BaseModel):
     cold_start_mix: list[str] = Field(default_factory=lambda: list(COLD_START_MIX))
     rl_mix: list[str] = Field(default_factory=lambda: list(RL_MIX))
     eval_mix: list[str] = Field(default_factory=lambda: list(RL_MIX))
-    n_cold_start_tasks: int = 320
+    n_cold_start_tasks: int = 640
     n_rl_tasks: int = 140
     n_eval_tasks: int = 105
     vocab_size: int = 4096
@@ -60,9 +60,9 @@ class ExperimentRecipe(BaseModel):
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
-    sft: SFTConfig = SFTConfig(epochs=7, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
+    sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=8, tasks_per_step=6, group_size=8, lr=2e-4, kl_coef=0.001,
+    grpo: GRPOConfig = GRPOConfig(steps=12, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True)
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
