@@ -30,8 +30,27 @@ class BackgroundLoop:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollout-loop")
         self.thread.start()
 
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+    def run(self, coro: Any, cleanup_timeout: float = 120.0) -> Any:
+        """Run `coro` on the loop and wait for its result. If the wait is interrupted (Ctrl-C, or
+        SIGTERM turned into SystemExit), the coroutine is cancelled and given `cleanup_timeout`
+        seconds to run its `finally` blocks (closing sandbox pools drops their databases) before the
+        interruption goes on; otherwise a killed run would leave its sandboxes on the server."""
+        finished = threading.Event()
+
+        async def tracked() -> Any:
+            try:
+                return await coro
+            finally:
+                finished.set()
+
+        fut = asyncio.run_coroutine_threadsafe(tracked(), self.loop)
+        try:
+            return fut.result()
+        except BaseException:
+            if not finished.is_set():
+                fut.cancel()
+                finished.wait(cleanup_timeout)
+            raise
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
