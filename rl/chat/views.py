@@ -9,15 +9,18 @@ JSON with the fields an agent acts on (an order's id, status, items by id and na
 methods it was paid with and its tracking numbers; a customer's name, payment methods and orders),
 so a 2M-parameter model's few hundred tokens of context go to the conversation.
 
-With `refs` on, every identifier (an email, or a word with four or more digits: order, item,
-user, payment-method and tracking ids, zip codes) and every person name the view knows (`names`)
-is shown as a reference token `<id_1>`, `<id_2>`, ... numbered in order of first appearance in the
-conversation; what the model writes is expanded back before anything else sees it (a `RefTable`
-per conversation). Copying a 10-digit id or an email digit by digit is a skill a 2M-parameter model
-trained for minutes does not acquire (the first paper-table run: held-out digit accuracy stayed at
-chance and not one identity lookup succeeded); pointing at one reference token it can learn. This is
-the classic entity-anonymisation trick of reading-comprehension models, applied at the view, so
-tools still run on the real store, customers read real ids, and only the model's text changes.
+With `refs` on, every identifier (an email, an order id, a payment-method or user id, a zip code,
+any other word with four or more digits such as item and tracking numbers) and every person name
+the view knows (`names`) is shown as a typed reference token (`<email_1>`, `<order_2>`,
+`<name_1>`, ...) numbered per kind in order of first appearance in the conversation; what the
+model writes is expanded back before anything else sees it (a `RefTable` per conversation).
+Copying a 10-digit id or an email digit by digit is a skill a 2M-parameter model trained for
+minutes does not acquire (the first paper-table run: held-out digit accuracy stayed at chance and
+not one identity lookup succeeded); naming one reference token it can learn. Untyped references
+(`<id_1>`, `<id_2>`, ...) were tried first: the model learned their usual positions instead of
+reading them and was often off by one. This is the entity-anonymisation trick of
+reading-comprehension models, applied at the view: tools still run on the real store, customers
+read real ids, and only the model's text changes.
 """
 
 from __future__ import annotations
@@ -29,44 +32,57 @@ from typing import Any
 
 from rl.chat.format import compact_tools
 
-MAX_REFS = 64
-REF_TOKENS = tuple(f"<id_{i}>" for i in range(1, MAX_REFS + 1))
-_REF = re.compile(r"<id_(\d+)>")
-# An email, or a word with four or more digits (#W1234567, 9494281769, james_lee_5010, paypal_123, 95161).
-# A capitalized word is a reference only when it is one of the view's names.
-_IDENTIFIER_OR_NAME = re.compile(r"(?P<id>[\w.+-]+@[\w-]+(?:\.[\w-]+)+|#?\b[A-Za-z_]*\d{4,}\w*)|\b[A-Z][a-z]+\b")
+# Reference kinds, in the order they are tried on a word, with how many references of each kind a
+# conversation can hold (a value beyond that is shown as it is).
+REF_KINDS: dict[str, int] = {"email": 4, "order": 24, "payment": 8, "user": 4, "zip": 8, "num": 48, "name": 8}
+REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() for i in range(1, n + 1))
+_REF = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")
+_WORD = re.compile(
+    r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
+    r"|(?P<order>#W\d{4,})"
+    r"|(?P<payment>\b(?:credit_card|gift_card|paypal)_\d{4,})"
+    r"|(?P<user>\b[a-z]+_[a-z]+_\d{4,})"
+    r"|(?P<zip>\b\d{5}\b)"
+    r"|(?P<num>#?\b[A-Za-z_]*\d{4,}\w*)"
+    r"|(?P<name>\b[A-Z][a-z]+\b)")
 
 
 class RefTable:
-    """One conversation's identifiers and the reference tokens that stand for them."""
+    """One conversation's identifiers and the reference tokens that stand for them: typed
+    (`<email_1>`, `<order_2>`, `<name_1>`, ...) and numbered per kind in order of first appearance,
+    so the customer's email is nearly always `<email_1>` and the model has to point at a reference
+    only where the conversation holds several of a kind (orders, items)."""
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
-        self.values: list[str] = []
-        self.index: dict[str, int] = {}
+        self.values: dict[str, list[str]] = {k: [] for k in REF_KINDS}
+        self.index: dict[str, str] = {}
 
-    def _ref(self, value: str) -> str:
-        i = self.index.get(value)
-        if i is None:
-            if len(self.values) >= MAX_REFS:
-                return value  # out of references: shown as it is
-            self.values.append(value)
-            i = self.index[value] = len(self.values)
-        return f"<id_{i}>"
+    def _ref(self, kind: str, value: str) -> str:
+        ref = self.index.get(value)
+        if ref is None:
+            values = self.values[kind]
+            if len(values) >= REF_KINDS[kind]:
+                return value  # out of references of this kind: shown as it is
+            values.append(value)
+            ref = self.index[value] = f"<{kind}_{len(values)}>"
+        return ref
 
     def show(self, text: str) -> str:
         """`text` as the model reads it: identifiers and known names replaced by references."""
         def ref(m: re.Match[str]) -> str:
-            word = m.group(0)
-            return self._ref(word) if m.group("id") or word in self.names else word
+            kind, word = m.lastgroup or "", m.group(0)
+            if kind == "name" and word not in self.names:
+                return word
+            return self._ref(kind, word)
 
-        return _IDENTIFIER_OR_NAME.sub(ref, text)
+        return _WORD.sub(ref, text)
 
     def expand(self, text: str) -> str:
         """What the model wrote, with each reference it was shown replaced by its value."""
         def value(m: re.Match[str]) -> str:
-            i = int(m.group(1))
-            return self.values[i - 1] if 1 <= i <= len(self.values) else m.group(0)
+            values, i = self.values[m.group(1)], int(m.group(2))
+            return values[i - 1] if 1 <= i <= len(values) else m.group(0)
 
         return _REF.sub(value, text)
 

@@ -39,16 +39,28 @@ def test_view_filters_tools_and_rewrites_only_tool_messages():
     assert FULL_VIEW.tool_list(TOOLS) == TOOLS and FULL_VIEW.messages(msgs) == msgs
 
 
-def test_references_number_identifiers_and_known_names_in_order_of_appearance():
+def test_typed_references_are_numbered_per_kind_in_order_of_appearance():
     view = ChatView(refs=True, names=frozenset({"James", "Lee"}))
     refs = view.conversation()
-    shown = refs.show("I am James Lee, zip 95161, email james.lee5010@example.com. Cancel #W8520591, James.")
-    assert shown == "I am <id_1> <id_2>, zip <id_3>, email <id_4>. Cancel <id_5>, <id_1>."
-    result = refs.show('{"order_id":"#W8520591","items":[{"item_id":"9494281769","name":"Lamp"}],"status":"Pending"}')
-    assert result == '{"order_id":"<id_5>","items":[{"item_id":"<id_6>","name":"Lamp"}],"status":"Pending"}'
-    assert refs.expand('{"order_id": "<id_5>", "zip": "<id_3>", "first_name": "<id_1>", "x": "<id_9>"}') == \
-        '{"order_id": "#W8520591", "zip": "95161", "first_name": "James", "x": "<id_9>"}'
-    assert view.extra_tokens[0] == "<id_1>" and ChatView().extra_tokens == () and ChatView().conversation() is None
+    shown = refs.show("I am James Lee, zip 95161, email james.lee5010@example.com. Cancel #W8520591, James. "
+                      "Or #W1111111. Mr Smith")
+    assert shown == ("I am <name_1> <name_2>, zip <zip_1>, email <email_1>. Cancel <order_1>, <name_1>. "
+                     "Or <order_2>. Mr Smith")  # Smith is not one of the view's names
+    result = refs.show('{"order_id":"#W8520591","user_id":"james_lee_5010","items":[{"item_id":"9494281769",'
+                       '"name":"Lamp"}],"paid_with":["paypal_2684483"],"tracking":["582631475817"]}')
+    assert result == ('{"order_id":"<order_1>","user_id":"<user_1>","items":[{"item_id":"<num_1>","name":"Lamp"}],'
+                      '"paid_with":["<payment_1>"],"tracking":["<num_2>"]}')
+    assert refs.expand('{"order_id": "<order_2>", "zip": "<zip_1>", "first_name": "<name_1>", "x": "<order_9>"}') == \
+        '{"order_id": "#W1111111", "zip": "95161", "first_name": "James", "x": "<order_9>"}'
+    assert "<email_1>" in view.extra_tokens and ChatView().extra_tokens == () and ChatView().conversation() is None
+
+
+def test_a_kind_that_runs_out_of_references_shows_values_as_they_are():
+    refs = ChatView(refs=True).conversation()
+    emails = [f"a{i}@x.com" for i in range(6)]
+    shown = refs.show(" ".join(emails))
+    assert shown.split()[:4] == ["<email_1>", "<email_2>", "<email_3>", "<email_4>"]
+    assert shown.split()[4:] == emails[4:]
 
 
 def test_recorded_conversation_gets_references_in_text_tool_calls_and_results():
@@ -59,9 +71,9 @@ def test_recorded_conversation_gets_references_in_text_tool_calls_and_results():
                 "name": "get_order_details", "arguments": json.dumps({"order_id": "#W1111111"})}}]},
             {"role": "tool", "tool_call_id": "c", "content": json.dumps({**ORDER, "order_id": "#W1111111"})}]
     shown = view.messages(msgs)
-    assert shown[0] == msgs[0] and shown[1]["content"] == "Cancel <id_1> please"
-    assert json.loads(shown[2]["tool_calls"][0]["function"]["arguments"]) == {"order_id": "<id_1>"}
-    assert json.loads(shown[3]["content"])["order_id"] == "<id_1>"
+    assert shown[0] == msgs[0] and shown[1]["content"] == "Cancel <order_1> please"
+    assert json.loads(shown[2]["tool_calls"][0]["function"]["arguments"]) == {"order_id": "<order_1>"}
+    assert json.loads(shown[3]["content"])["order_id"] == "<order_1>"
     assert msgs[1]["content"] == "Cancel #W1111111 please"  # the record is not changed
 
 

@@ -29,7 +29,7 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
 
     view = ChatView.from_manifest(json.loads((out / "models" / "mua_rl" / "manifest.json").read_text())["view"])
     assert view.refs and "Abigail" in view.names and view.tools == tuple(recipe.tools)
-    assert len(load_tokenizer(out / "models" / "mua_rl").encode("<id_7>", add_special_tokens=False)) == 1
+    assert len(load_tokenizer(out / "models" / "mua_rl").encode("<order_7>", add_special_tokens=False)) == 1
     # the task sets never share a customer
     from rl.tasks.schema import load_tasks
 

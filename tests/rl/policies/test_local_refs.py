@@ -14,7 +14,7 @@ from rl.models.tokenizer import decode, encode, train_bpe
 from rl.policies.local import LocalPolicy
 
 VIEW = ChatView(compact_results=True, refs=True, names=frozenset({"Ann", "Lee"}))
-WRITES = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "<id_4>"}}\n</tool_call>'
+WRITES = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "<order_1>"}}\n</tool_call>'
 
 
 class _FixedText(LocalPolicy):
@@ -24,13 +24,14 @@ class _FixedText(LocalPolicy):
 
 
 def _tok():
-    texts = [render_conversation([{"role": "user", "content": f"order <id_{i % 9 + 1}> for Ann"}]) for i in range(50)]
+    texts = [render_conversation([{"role": "user", "content": f"order <order_{i % 9 + 1}> for Ann"}])
+             for i in range(50)]
     return train_bpe(texts, vocab_size=400, extra_tokens=VIEW.extra_tokens)
 
 
 def test_reference_tokens_are_single_tokens():
     tok = _tok()
-    for ref in ("<id_1>", "<id_64>"):
+    for ref in ("<email_1>", "<order_24>", "<name_8>"):
         assert len(encode(tok, ref)) == 1 and decode(tok, encode(tok, ref)) == ref
 
 
@@ -46,5 +47,5 @@ def test_the_model_reads_references_and_its_call_is_expanded():
     assert call["name"] == "get_order_details" and json.loads(call["arguments"]) == {"order_id": "#W7654321"}
     assert reply["raw"].startswith(WRITES)
     seen = decode(tok, policy.pop_trace("e").input_ids)
-    assert "Hi, I'm <id_1> <id_2> (<id_3>); where is order <id_4>?" in seen
+    assert "Hi, I'm <name_1> <name_2> (<email_1>); where is order <order_1>?" in seen
     assert "#W7654321" not in seen and "ann.lee" not in seen
