@@ -2,8 +2,11 @@
 with checkpoints (model folder + manifest + optimizer state) and resume after an interruption.
 
 The algorithm is exactly the one in `rl/grpo/algorithm.py` (verl's GRPO, token-mean, PPO clip 0.2,
-k3 KL 0.001 to a frozen copy of the starting model, on-policy: one optimizer step per batch of
-G rollouts x tasks_per_step tasks). Rollouts come from a `RolloutFn` (the experiment wires it to the
+k3 KL 0.001 to a frozen copy of the starting model). Each step samples G rollouts x tasks_per_step
+tasks and makes `mini_batches` optimizer steps on them, each over a disjoint set of whole groups, as
+verl does when ppo_mini_batch_size is smaller than the batch (1: one on-policy step; from the second
+on, the ratio to the sampling log-probs moves away from 1 and the PPO clip takes effect).
+Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
 group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`.
 """
@@ -46,6 +49,7 @@ class GRPOConfig(BaseModel):
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
+    mini_batches: int = 1  # optimizer steps per rollout batch, over disjoint sets of groups (verl's ppo_mini_batch)
     save_every: int = 1
     keep_checkpoints: int = 2
     seed: int = 0
@@ -98,11 +102,37 @@ class GRPOTrainer:
         keep = [i for i, t in enumerate(traces) if not t.excluded and t.n_generated > 0]
         if self.cfg.drop_uninformative_groups:
             keep = [i for i in keep if adv[i] != 0.0]
-        batch = [traces[i] for i in keep]
-        advs = [adv[i] for i in keep]
-        total_tokens = sum(t.n_generated for t in batch)
-        sums = Counter()
+        # Mini-batches hold whole groups (verl splits the batch the same way, by prompt).
+        groups = sorted({traces[i].group for i in keep}, key=str)
+        random.Random(f"{self.cfg.seed}:{self.step}").shuffle(groups)
+        n_mb = max(1, min(self.cfg.mini_batches, len(groups)))
+        sums: Counter = Counter()
+        grad_norms: list[float] = []
+        processed = 0
         self.model.train()
+        for part in range(n_mb):
+            mine = set(groups[part::n_mb])
+            batch = [traces[i] for i in keep if traces[i].group in mine]
+            advs = [adv[i] for i in keep if traces[i].group in mine]
+            if not batch:
+                continue
+            processed += self._update_once(batch, advs, sums)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)))
+            self.opt.step()
+        update_rollouts = len(keep)
+        n = max(sums["tokens"], 1.0)
+        elapsed = time.perf_counter() - t0
+        metrics.update(kl=sums["kl"] / n, entropy=sums["entropy"] / n, clip_frac=sums["clipped"] / n,
+                       pg_loss=sums["pg"] / n, grad_norm=max(grad_norms, default=0.0), update_rollouts=update_rollouts,
+                       optimizer_steps=len(grad_norms),
+                       update_tokens=processed, update_seconds=elapsed,
+                       update_tokens_per_s=processed / elapsed if elapsed else 0.0)
+        return metrics
+
+    def _update_once(self, batch: list[Trace], advs: list[float], sums: Counter) -> int:
+        """Accumulate the gradient of the GRPO loss over `batch` (token mean over its mask-1 tokens);
+        returns the number of tokens processed."""
+        total_tokens = sum(t.n_generated for t in batch)
         self.opt.zero_grad(set_to_none=True)
         processed = 0
         for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id):
@@ -117,17 +147,7 @@ class GRPOTrainer:
             for k, v in stats.items():
                 sums[k] += float(v)
             sums["entropy"] += float((ent * mb.loss_mask).sum())
-        grad_norm = 0.0
-        if batch:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip))
-            self.opt.step()
-        n = max(sums["tokens"], 1.0)
-        elapsed = time.perf_counter() - t0
-        metrics.update(kl=sums["kl"] / n, entropy=sums["entropy"] / n, clip_frac=sums["clipped"] / n,
-                       pg_loss=sums["pg"] / n, grad_norm=grad_norm, update_rollouts=len(batch),
-                       update_tokens=processed, update_seconds=elapsed,
-                       update_tokens_per_s=processed / elapsed if elapsed else 0.0)
-        return metrics
+        return processed
 
     # ------------------------------------------------------------------ checkpoints
     @property

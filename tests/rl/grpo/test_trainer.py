@@ -80,3 +80,20 @@ def test_checkpoint_resume(tiny_tok, tiny_model, tiny_manifest, tmp_path):
     t2.run()
     lines = (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
+
+
+def test_mini_batches_make_several_optimizer_steps_on_one_rollout_batch(tiny_tok, tiny_model, tmp_path):
+    torch.manual_seed(1)
+    rollout = toy_rollout_fn(tiny_tok)
+    cfg = GRPOConfig(steps=1, tasks_per_step=4, group_size=8, lr=1e-2, mini_batches=4, clip=0.2)
+    trainer = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / "run")
+    traces = rollout(tiny_model, list(range(4)), 8, 0)
+    for i, t in enumerate(traces):  # every group informative: half right, half wrong
+        t.reward = float(i % 2)
+    m = trainer.update(traces)
+    assert m["optimizer_steps"] == 4 and m["update_rollouts"] == 32
+    # later mini-batches see a policy that already moved: some of their tokens are clipped
+    assert m["clip_frac"] > 0.0
+    one = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"mini_batches": 1}),
+                      tmp_path / "run1").update(traces)
+    assert one["optimizer_steps"] == 1
