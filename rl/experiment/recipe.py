@@ -62,8 +62,9 @@ class ExperimentRecipe(BaseModel):
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=12, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
-                                  micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True)
+    grpo: GRPOConfig = GRPOConfig(steps=14, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
+                                  micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
+                                  mini_batches=2)
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
     rollout_concurrency: int = 32
