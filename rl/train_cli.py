@@ -123,6 +123,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
          recipe: RecipeOpt = "cpu-tiny",
          steps: Annotated[int | None, typer.Option("--steps", min=1)] = None,
          lr: Annotated[float | None, typer.Option("--lr", min=0.0)] = None,
+         mini_batches: Annotated[int | None, typer.Option("--mini-batches", min=1,
+                                                          help="optimizer steps per rollout batch")] = None,
          database_url: Annotated[str | None, typer.Option("--database-url", help="Postgres for sandboxes")] = None,
          data_dir: Annotated[Path | None, typer.Option("--data-dir", help="benchmarks folder")] = None) -> None:
     """GRPO with simulated customers on sandboxes (resumes from OUT/checkpoints)."""
@@ -136,7 +138,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
     from rl.tasks.stores import resolve_store
 
     r = _recipe(recipe)
-    cfg = r.grpo.model_copy(update={k: v for k, v in {"steps": steps, "lr": lr}.items() if v is not None})
+    cfg = r.grpo.model_copy(update={k: v for k, v in {"steps": steps, "lr": lr, "mini_batches": mini_batches}.items()
+                                   if v is not None})
     try:
         tasks = load_tasks(tasks_file)
         refs = {t.snapshot for t in tasks}

@@ -37,10 +37,12 @@ def test_coldstart_generate_init_sft_grpo(tmp_path, test_dbs, tau_data_dir):
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "sft" / "manifest.json").read_text())["training"]["method"] == "sft"
     res = r.invoke(app, ["train", "grpo", "--model", str(tmp_path / "sft"), "--tasks", str(tasks), "--out",
-                         str(tmp_path / "rl"), "--recipe", "smoke", "--steps", "1",
+                         str(tmp_path / "rl"), "--recipe", "smoke", "--steps", "1", "--mini-batches", "2",
                          "--database-url", test_dbs.server_url, "--data-dir", str(tau_data_dir)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "rl" / "metrics.jsonl").exists() and (tmp_path / "rl" / "model" / "manifest.json").exists()
+    manifest = json.loads((tmp_path / "rl" / "model" / "manifest.json").read_text())
+    assert manifest["training"]["config"]["mini_batches"] == 2 and manifest["view"]["refs"]
 
 
 def test_bad_input_exits_2_and_writes_nothing(tmp_path):

@@ -1,0 +1,39 @@
+"""What the experiment's SFT stage trains on: the cold-start records as the recipe's view shows them
+(typed references, compact results), plus identifier-augmented copies when the recipe asks."""
+
+import json
+
+from rl.experiment.recipe import get_recipe
+from rl.experiment.stages import Stages
+from tests.rl.coldstart.test_augment import RECORD
+
+
+class _Quiet:
+    def stage(self, *a, **k):
+        pass
+
+    def advance(self, *a, **k):
+        pass
+
+
+def _stages(tmp_path, **update):
+    (tmp_path / "coldstart").mkdir()
+    (tmp_path / "coldstart" / "filtered.jsonl").write_text(json.dumps(RECORD) + "\n")
+    return Stages(get_recipe("smoke").model_copy(update=update), tmp_path, env=None, report=_Quiet())
+
+
+def test_sft_records_are_shown_with_references_and_names_from_the_data(tmp_path):
+    st = _stages(tmp_path)
+    assert {"James", "Lee"} <= st.view.names
+    [rec] = st._sft_records()
+    text = json.dumps(rec["messages"])
+    assert "8520591" not in text and "James" not in text and "<order_1>" in text and "<name_1>" in text
+    assert rec["messages"][1]["content"] == "Hi, cancel order <order_1>. I'm <name_1> <name_2>, zip <zip_1>."
+
+
+def test_augmented_copies_are_added_when_the_recipe_asks(tmp_path):
+    st = _stages(tmp_path, sft_augment_copies=2)
+    records = st._sft_records()
+    assert len(records) == 3
+    # a renamed customer's name is in the seed catalog, so it is still shown as a reference
+    assert all("<name_1>" in json.dumps(r["messages"]) for r in records)
