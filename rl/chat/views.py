@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,15 +87,6 @@ class RefTable:
 
         return _REF.sub(value, text)
 
-    def show_value(self, v: Any) -> Any:
-        if isinstance(v, str):
-            return self.show(v)
-        if isinstance(v, list):
-            return [self.show_value(x) for x in v]
-        if isinstance(v, dict):
-            return {k: self.show_value(x) for k, x in v.items()}
-        return v
-
 
 @dataclass(frozen=True)
 class ChatView:
@@ -136,7 +128,7 @@ class ChatView:
                 if m.get("content") is not None:
                     m["content"] = refs.show(str(m["content"]))
                 if m.get("tool_calls"):
-                    m["tool_calls"] = [_show_call(c, refs) for c in m["tool_calls"]]
+                    m["tool_calls"] = [rewrite_call(c, refs.show) for c in m["tool_calls"]]
             out.append(m)
         return out
 
@@ -156,17 +148,30 @@ class ChatView:
                    names=frozenset(view.get("names") or ()))
 
 
-def _show_call(call: dict[str, Any], refs: RefTable) -> dict[str, Any]:
-    fn = dict(call.get("function", {}))
-    raw = fn.get("arguments")
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """`value` with `fn` applied to every string inside it (lists and dict values, recursively)."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_strings(x, fn) for x in value]
+    if isinstance(value, dict):
+        return {k: map_strings(x, fn) for k, x in value.items()}
+    return value
+
+
+def rewrite_call(call: dict[str, Any], fn: Callable[[str], str]) -> dict[str, Any]:
+    """An OpenAI tool call with `fn` applied to every string in its arguments (kept as a JSON string
+    when they were one; arguments that are not JSON are rewritten as text)."""
+    fn_part = dict(call.get("function", {}))
+    raw = fn_part.get("arguments")
     if isinstance(raw, str):
         try:
-            fn["arguments"] = json.dumps(refs.show_value(json.loads(raw)))
+            fn_part["arguments"] = json.dumps(map_strings(json.loads(raw), fn))
         except ValueError:
-            fn["arguments"] = refs.show(raw)
+            fn_part["arguments"] = fn(raw)
     else:
-        fn["arguments"] = refs.show_value(raw)
-    return {**call, "function": fn}
+        fn_part["arguments"] = map_strings(raw, fn)
+    return {**call, "function": fn_part}
 
 
 FULL_VIEW = ChatView()

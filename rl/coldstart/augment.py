@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from backend.store.seed_catalog import FIRST_NAMES, LAST_NAMES
+from rl.chat.views import rewrite_call
 
 DIGIT_RUN = re.compile(r"\d{4,}")
 USER_ID = re.compile(r"\b([a-z]+)_([a-z]+)_\d{3,}\b")
@@ -83,15 +84,6 @@ class _Renamer:
         s = DIGIT_RUN.sub(self._digit_run, s)
         return self.word_re.sub(lambda m: self.words[m.group(0)], s) if self.word_re else s
 
-    def value(self, v: Any) -> Any:
-        if isinstance(v, str):
-            return self.text(v)
-        if isinstance(v, list):
-            return [self.value(x) for x in v]
-        if isinstance(v, dict):
-            return {k: self.value(x) for k, x in v.items()}
-        return v
-
 
 def augment_record(record: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """One consistently renamed copy of a cold-start record (messages and tool calls; tools unchanged)."""
@@ -102,13 +94,7 @@ def augment_record(record: dict[str, Any], rng: random.Random) -> dict[str, Any]
         if m.get("content") is not None:
             m["content"] = r.text(str(m["content"]))
         if m.get("tool_calls"):
-            calls = []
-            for c in m["tool_calls"]:
-                fn = dict(c.get("function", {}))
-                raw = fn.get("arguments")
-                fn["arguments"] = (json.dumps(r.value(_args(raw))) if isinstance(raw, str) else r.value(raw))
-                calls.append({**c, "function": fn})
-            m["tool_calls"] = calls
+            m["tool_calls"] = [rewrite_call(c, r.text) for c in m["tool_calls"]]
         messages.append(m)
     return {**record, "messages": messages, "meta": {**record.get("meta", {}), "augmented": True}}
 
