@@ -12,9 +12,8 @@ the parse error under the call's `error` key, which the episode runner returns t
 tool result (the registry is not called). A `view` (rl/chat/views.py) sets how tool results look to
 the model and, when it uses references, keeps each episode's `RefTable`: customer messages and tool
 results are shown with references, and what the model writes is expanded before it is parsed.
-The KV cache of every episode's conversation so far is
-kept between its turns (the trace only grows by appending), so a turn processes only the new
-customer message or tool results.
+The KV cache of every episode's conversation so far is kept between its turns (the trace only grows
+by appending), so a turn processes only the new customer message or tool results.
 """
 
 from __future__ import annotations
