@@ -158,7 +158,7 @@ class Stages:
         model, tok, _ = load_model_folder(self.model_dir(row))
         engine = LocalPolicy(model.eval(), tok, greedy=True, max_new_tokens=r.max_new_tokens,
                              max_context=r.max_context, view=self.view, max_batch=64)
-        policy = LocalAgentPolicy(engine, model_name=row, tools_transform=self.view.tool_list)
+        policy = LocalAgentPolicy(engine, model_name=row)
         self.report.stage(f"evaluate {row}", len(tasks))
         result = self.env.run(evaluate(
             tasks, policy, ScriptedCustomer(), trials=1, concurrency=r.eval_concurrency,

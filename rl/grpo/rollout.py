@@ -70,8 +70,6 @@ class EpisodeRollout:
         self.system_prompt, self.max_new_tokens, self.max_context = system_prompt, max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
-        if view is not None and tools_transform is None:
-            self.tools_transform = view.tool_list
         self.last_generation: dict[str, float] = {}
 
     def __call__(self, model: PreTrainedModel, tasks: list[Any], group_size: int, step: int) -> list[Trace]:

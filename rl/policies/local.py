@@ -236,7 +236,7 @@ class LocalAgentPolicy:
     def __init__(self, engine: LocalPolicy, model_name: str = "local",
                  tools_transform: Any = None) -> None:
         self.engine = engine
-        self.tools_transform = tools_transform  # e.g. rl.chat.format.compact_tools for tiny models
+        self.tools_transform = tools_transform  # how the tool list is shown (default: the engine's view)
         self.name = f"local:{model_name}"
         self.model = model_name
         self.traces: dict[tuple[str, int], Trace] = {}
@@ -245,7 +245,7 @@ class LocalAgentPolicy:
     def session(self, task: Any, tools: list[dict[str, Any]], seed: int) -> LocalSession:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
-        s = LocalSession(self, eid, self.tools_transform(tools) if self.tools_transform else tools)
+        s = LocalSession(self, eid, (self.tools_transform or self.engine.view.tool_list)(tools))
         self.engine._episodes[eid] = self.engine.new_episode()
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
@@ -257,10 +257,8 @@ def load_local_policy(path: str, *, greedy: bool = True, **options: Any) -> Loca
 
     torch.set_num_threads(int(options.pop("threads", 2)))
     model, tok, manifest = load_model_folder(path)
-    view = ChatView.from_manifest(manifest.get("view"))  # the layout the model was trained on
-    options.setdefault("view", view)
-    return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path,
-                            tools_transform=view.tool_list)
+    options.setdefault("view", ChatView.from_manifest(manifest.get("view")))  # the layout the model was trained on
+    return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path)
 
 
 def _register() -> None:
