@@ -4,7 +4,9 @@
 - rollout generation through LocalPolicy (KV cache, sampling log-probs) vs plain batched
   `model.generate` of the same model on the same prompts, in new tokens/s;
 - multi-turn episodes with each episode's KV cache kept across its turns vs re-processing the whole
-  conversation every turn (seconds for the same 4-turn conversations).
+  conversation every turn (seconds for the same 4-turn conversations);
+- tool-call generation under the call grammar (rl/chat/call_grammar.py; every new token masked) vs
+  the same generation unconstrained, in new tokens/s, with the one-off cost of building the masks.
 Usage: .venv/bin/python bench/grpo_bench.py [--traces 16] [--length 1024] [--json]
 """
 
@@ -70,6 +72,7 @@ def main() -> None:
     out = model.generate(input_ids=ids, attention_mask=att, max_new_tokens=a.new_tokens,
                          min_new_tokens=a.new_tokens, do_sample=True, top_k=0, top_p=1.0)
     hf = (out.shape[1] - width) * len(prompts) / (time.perf_counter() - t0)
+    constrained = _constrained_calls(model, tok, prompts, a)
     reuse = _multi_turn(model, tok, rng, vocab, a, reuse_cache=True)
     fresh = _multi_turn(model, tok, rng, vocab, a, reuse_cache=False)
     result = {"parameters": n_parameters(model), "batch_tokens": tokens,
@@ -77,12 +80,55 @@ def main() -> None:
               "update_ratio": grpo / plain, "rollout_new_tokens_per_s": ours,
               "hf_generate_new_tokens_per_s": hf, "generation_ratio": ours / hf,
               "multi_turn_seconds_kv_reused": reuse, "multi_turn_seconds_reprocessed": fresh,
-              "multi_turn_speedup": fresh / reuse}
+              "multi_turn_speedup": fresh / reuse, **constrained}
     if a.json:
         print(json.dumps(result))
     else:
         for k, v in result.items():
             print(f"{k:32s} {v:,.3f}" if isinstance(v, float) else f"{k:32s} {v}")
+
+
+CALL_TOOLS = [
+    {"type": "function", "function": {"name": "get_order_details", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
+    {"type": "function", "function": {"name": "cancel_pending_order", "parameters": {
+        "type": "object", "required": ["order_id", "reason"], "properties": {
+            "order_id": {"type": "string"},
+            "reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]}}}}},
+]
+
+
+def _constrained_calls(model, tok, prompts, a) -> dict[str, float]:
+    """Every row has just opened a tool call: generation with the grammar masking each new token vs
+    the same prompts unconstrained (new tokens/s, masks already built), and the masks' build time."""
+    from rl.chat.call_grammar import CallConstraint, ToolCallGrammar
+    from rl.chat.format import TOOL_CALL_OPEN
+    from rl.models.generation import generate_continuing
+
+    opened = [p + [tok.convert_tokens_to_ids(TOOL_CALL_OPEN)] for p in prompts]
+    n = len(opened)
+    t0 = time.perf_counter()
+    grammar = ToolCallGrammar(CALL_TOOLS, tok)
+    build = time.perf_counter() - t0
+
+    def run(constrain: bool) -> float:
+        constraint = None
+        if constrain:
+            constraint = CallConstraint([grammar] * n)
+            constraint.states = [grammar.start()] * n
+        t0 = time.perf_counter()
+        gens, _ = generate_continuing(model, opened, [None] * n, max_new_tokens=a.new_tokens,
+                                      eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
+                                      generator=torch.Generator().manual_seed(0), constraint=constraint,
+                                      return_caches=False)
+        return sum(len(g.ids) for g in gens) / (time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    run(True)  # builds the masks of the states these calls visit
+    build += time.perf_counter() - t0
+    free, held = run(False), run(True)
+    return {"call_new_tokens_per_s_unconstrained": free, "call_new_tokens_per_s_constrained": held,
+            "constrained_ratio": held / free, "grammar_first_use_seconds": build}
 
 
 def _multi_turn(model, tok, rng, vocab, a, *, reuse_cache: bool) -> float:

@@ -25,7 +25,9 @@ read real ids, and only the model's text changes.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +39,12 @@ from rl.chat.format import compact_tools
 # conversation can hold (a value beyond that is shown as it is).
 REF_KINDS: dict[str, int] = {"email": 4, "order": 24, "payment": 8, "user": 4, "zip": 8, "num": 48, "name": 8}
 REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() for i in range(1, n + 1))
+# Tool parameters whose values are always identifiers of one reference kind (constrained decoding
+# holds them to a reference of that kind: rl/chat/call_grammar.py). Names are left out: a name the
+# view does not know is shown as it is.
+REF_PARAMS: dict[str, str] = {"order_id": "order", "user_id": "user", "payment_method_id": "payment",
+                              "email": "email", "zip": "zip", "item_ids": "num", "new_item_ids": "num",
+                              "product_id": "num"}
 _REF = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")
 _WORD = re.compile(
     r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
@@ -49,15 +57,18 @@ _WORD = re.compile(
 
 
 class RefTable:
-    """One conversation's identifiers and the reference tokens that stand for them: typed
-    (`<email_1>`, `<order_2>`, `<name_1>`, ...) and numbered per kind in order of first appearance,
-    so the customer's email is nearly always `<email_1>` and the model has to point at a reference
-    only where the conversation holds several of a kind (orders, items)."""
+    """One conversation's identifiers and the reference tokens that stand for them, typed
+    (`<email_1>`, `<order_2>`, `<name_1>`, ...). Numbered per kind in order of first appearance by
+    default; with a `seed`, each new value takes a random free number of its kind instead (the same
+    seed gives the same numbers), so that no reference number carries a meaning of its own
+    ("the customer's order is `<order_1>`") and the model must copy the one in the conversation,
+    as reading-comprehension models trained on anonymised entities permute the markers per example."""
 
-    def __init__(self, names: frozenset[str]) -> None:
+    def __init__(self, names: frozenset[str], seed: str | None = None) -> None:
         self.names = names
-        self.values: dict[str, list[str]] = {k: [] for k in REF_KINDS}
+        self.values: dict[str, dict[int, str]] = {k: {} for k in REF_KINDS}
         self.index: dict[str, str] = {}
+        self.rng = random.Random(seed) if seed is not None else None
 
     def _ref(self, kind: str, value: str) -> str:
         ref = self.index.get(value)
@@ -65,8 +76,12 @@ class RefTable:
             values = self.values[kind]
             if len(values) >= REF_KINDS[kind]:
                 return value  # out of references of this kind: shown as it is
-            values.append(value)
-            ref = self.index[value] = f"<{kind}_{len(values)}>"
+            if self.rng is None:
+                n = len(values) + 1
+            else:
+                n = self.rng.choice([i for i in range(1, REF_KINDS[kind] + 1) if i not in values])
+            values[n] = value
+            ref = self.index[value] = f"<{kind}_{n}>"
         return ref
 
     def show(self, text: str) -> str:
@@ -82,8 +97,7 @@ class RefTable:
     def expand(self, text: str) -> str:
         """What the model wrote, with each reference it was shown replaced by its value."""
         def value(m: re.Match[str]) -> str:
-            values, i = self.values[m.group(1)], int(m.group(2))
-            return values[i - 1] if 1 <= i <= len(values) else m.group(0)
+            return self.values[m.group(1)].get(int(m.group(2)), m.group(0))
 
         return _REF.sub(value, text)
 
@@ -95,6 +109,8 @@ class ChatView:
     compact_results: bool = False
     refs: bool = False  # identifiers and known names shown as reference tokens
     names: frozenset[str] = field(default_factory=frozenset)  # person names shown as references
+    shuffle_refs: bool = False  # references numbered at random per conversation (RefTable's seed)
+    constrain_calls: bool = False  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -105,9 +121,17 @@ class ChatView:
     def result(self, text: str) -> str:
         return compact_result(text) if self.compact_results else text
 
-    def conversation(self) -> RefTable | None:
-        """The per-conversation state of this view (None when it has none)."""
-        return RefTable(self.names) if self.refs else None
+    def conversation(self, key: str = "") -> RefTable | None:
+        """The per-conversation state of this view (None when it has none); `key` names the
+        conversation and seeds shuffled reference numbers."""
+        if not self.refs:
+            return None
+        return RefTable(self.names, seed=key if self.shuffle_refs else None)
+
+    @property
+    def ref_params(self) -> dict[str, str]:
+        """Tool parameters whose values the model writes as one reference of a kind."""
+        return dict(REF_PARAMS) if self.refs else {}
 
     @property
     def extra_tokens(self) -> tuple[str, ...]:
@@ -116,7 +140,7 @@ class ChatView:
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A recorded conversation as this view shows it (tool results shortened, references)."""
-        refs = self.conversation()
+        refs = self.conversation(_conversation_key(messages))
         if not self.compact_results and refs is None:
             return messages
         out = []
@@ -135,7 +159,8 @@ class ChatView:
     def describe(self) -> dict[str, Any]:
         """The view as a model folder's manifest records it (`from_manifest` reads it back)."""
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
-                "refs": self.refs, "names": sorted(self.names)}
+                "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
+                "constrain_calls": self.constrain_calls}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -145,7 +170,13 @@ class ChatView:
         tools = view.get("tools")
         return cls(tools=tuple(tools) if tools else None, compact_schemas=bool(view.get("compact")),
                    compact_results=bool(view.get("compact")), refs=bool(view.get("refs")),
-                   names=frozenset(view.get("names") or ()))
+                   names=frozenset(view.get("names") or ()), shuffle_refs=bool(view.get("shuffle_refs")),
+                   constrain_calls=bool(view.get("constrain_calls")))
+
+
+def _conversation_key(messages: list[dict[str, Any]]) -> str:
+    """A stable name for a recorded conversation (its text), for seeding shuffled references."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def map_strings(value: Any, fn: Callable[[str], str]) -> Any:

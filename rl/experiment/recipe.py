@@ -56,15 +56,17 @@ class ExperimentRecipe(BaseModel):
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
+    shuffle_refs: bool = False  # random reference numbers per conversation (tried: the tiny model stops copying)
+    constrain_calls: bool = True  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     sft_augment_copies: int = 0  # identifier-augmented copies per cold-start conversation (rl/coldstart/augment.py)
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=14, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
+    grpo: GRPOConfig = GRPOConfig(steps=14, tasks_per_step=8, group_size=8, lr=5e-5, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
-                                  mini_batches=2)
+                                  mini_batches=2, loss_agg="seq-mean-token-mean")
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
     rollout_concurrency: int = 32
@@ -74,7 +76,8 @@ class ExperimentRecipe(BaseModel):
     def view(self) -> ChatView:
         """The recipe's view without a name list (`view_with_names` adds the one learned from data)."""
         return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
-                        compact_results=self.compact, refs=self.refs)
+                        compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
+                        constrain_calls=self.constrain_calls)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

@@ -13,6 +13,12 @@ Variant (verl's `grpo` advantage estimator with `loss_agg_mode=token-mean`, as M
   d = logp_ref - logp, kl = exp(d) - d - 1, clamped to [-10, 10], coefficient 0.001;
 - token-mean: the sum over all mask-1 tokens of the batch divided by their count (no per-sequence
   averaging, so long answers are not down-weighted); no entropy bonus.
+
+`loss_weights` also offers verl's `seq-mean-token-mean` (`loss_agg_mode`): each rollout's tokens
+are averaged first and rollouts then count equally, so a long failing rollout pushes down no harder
+than a short successful one pushes up (within a group the advantages sum to zero, so the push up and
+the push down balance). It is an option of the trainer (`GRPOConfig.loss_agg`); token-mean stays
+the default, as in MUA-RL.
 """
 
 from __future__ import annotations
@@ -61,9 +67,11 @@ def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: 
 
 def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                     advantages: torch.Tensor, mask: torch.Tensor, clip: float = 0.2,
-                    kl_coef: float = 0.001) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """SUM over mask-1 tokens of the per-token objective (divide by the batch's mask-1 count for the
-    token mean; the trainer does so across micro-batches). Returns the sum and summed statistics."""
+                    kl_coef: float = 0.001, weights: torch.Tensor | None = None) -> tuple[
+                        torch.Tensor, dict[str, torch.Tensor]]:
+    """SUM over mask-1 tokens of the per-token objective, each token times its `weights` entry when
+    given (`loss_weights`: 1/batch tokens for the token mean, which the trainer applies across
+    micro-batches). Returns the sum and summed (unweighted) statistics."""
     pg, clipped = clipped_policy_loss(logp, old_logp, advantages, clip)
     per_token = pg
     kl = torch.zeros_like(logp)
@@ -71,8 +79,26 @@ def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.
         kl = k3_kl(logp, ref_logp)
         per_token = pg + kl_coef * kl
     m = mask.float()
-    return (per_token * m).sum(), {"pg": (pg * m).sum().detach(), "kl": (kl * m).sum().detach(),
+    w = m if weights is None else m * weights
+    return (per_token * w).sum(), {"pg": (pg * m).sum().detach(), "kl": (kl * m).sum().detach(),
                                    "clipped": (clipped * m).sum(), "tokens": m.sum()}
+
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-mean")
+
+
+def loss_weights(lengths: Sequence[int], mode: str = "token-mean") -> list[float]:
+    """The weight of each mask-1 token of each rollout (one value per rollout) such that the loss
+    is sum(weight * per-token loss) under aggregation `mode` over these rollouts."""
+    if mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss aggregation {mode!r}; expected one of {LOSS_AGG_MODES}")
+    counted = [n for n in lengths if n > 0]
+    if not counted:
+        return [0.0] * len(lengths)
+    if mode == "token-mean":
+        total = sum(counted)
+        return [1.0 / total if n > 0 else 0.0 for n in lengths]
+    return [1.0 / (n * len(counted)) if n > 0 else 0.0 for n in lengths]
 
 
 def token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

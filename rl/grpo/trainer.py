@@ -24,10 +24,10 @@ from typing import Any
 
 import structlog
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rl.grpo.algorithm import group_advantages, grpo_token_loss
+from rl.grpo.algorithm import LOSS_AGG_MODES, group_advantages, grpo_token_loss, loss_weights
 from rl.grpo.logprobs import micro_batches, token_logprobs
 from rl.grpo.trace import Trace
 from rl.models.tiny import load_model_folder, save_model_folder
@@ -50,9 +50,17 @@ class GRPOConfig(BaseModel):
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
     mini_batches: int = 1  # optimizer steps per rollout batch, over disjoint sets of groups (verl's ppo_mini_batch)
+    loss_agg: str = "token-mean"  # or "seq-mean-token-mean" (verl's loss_agg_mode; rl/grpo/algorithm.py)
     save_every: int = 1
     keep_checkpoints: int = 2
     seed: int = 0
+
+    @field_validator("loss_agg")
+    @classmethod
+    def _known_agg(cls, v: str) -> str:
+        if v not in LOSS_AGG_MODES:
+            raise ValueError(f"loss_agg must be one of {LOSS_AGG_MODES}")
+        return v
 
 
 class GRPOTrainer:
@@ -130,9 +138,9 @@ class GRPOTrainer:
         return metrics
 
     def _update_once(self, batch: list[Trace], advs: list[float], sums: Counter) -> int:
-        """Accumulate the gradient of the GRPO loss over `batch` (token mean over its mask-1 tokens);
-        returns the number of tokens processed."""
-        total_tokens = sum(t.n_generated for t in batch)
+        """Accumulate the gradient of the GRPO loss over `batch` (aggregated over its mask-1 tokens
+        as `loss_agg` says); returns the number of tokens processed."""
+        weights = loss_weights([t.n_generated for t in batch], self.cfg.loss_agg)
         self.opt.zero_grad(set_to_none=True)
         processed = 0
         for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id):
@@ -141,9 +149,10 @@ class GRPOTrainer:
                 ref_lp, _ = token_logprobs(self.ref, mb)
             lp, ent = token_logprobs(self.model, mb, with_entropy=True)
             a = torch.tensor([advs[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
-            loss_sum, stats = grpo_token_loss(lp, mb.old_logp, ref_lp, a, mb.loss_mask, self.cfg.clip,
-                                              self.cfg.kl_coef)
-            (loss_sum / max(total_tokens, 1)).backward()
+            w = torch.tensor([weights[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
+            loss, stats = grpo_token_loss(lp, mb.old_logp, ref_lp, a, mb.loss_mask, self.cfg.clip,
+                                          self.cfg.kl_coef, weights=w)
+            loss.backward()
             for k, v in stats.items():
                 sums[k] += float(v)
             sums["entropy"] += float((ent * mb.loss_mask).sum())

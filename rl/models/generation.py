@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
+from rl.chat.call_grammar import CallConstraint
+
 
 @dataclass
 class Generation:
@@ -47,13 +49,15 @@ class PrefixCache:
 def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches: list[PrefixCache | None], *,
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
                         greedy: bool = False, generator: torch.Generator | None = None,
-                        return_caches: bool = True) -> tuple[list[Generation], list[PrefixCache]]:
+                        return_caches: bool = True, constraint: CallConstraint | None = None) -> tuple[
+                            list[Generation], list[PrefixCache]]:
     """`generate_batch` for conversations that were continued before: row i's cache holds the first
     tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
     generation prompt) is processed. Cached rows are left padded to a common length, the new parts
     likewise after them; padding is masked out (holes in the attention mask) and every token keeps
     its true position. Returns the generations and each row's cache of everything it processed
-    (an empty list when `return_caches` is False)."""
+    (an empty list when `return_caches` is False). With a `constraint`, rows inside a tool call
+    choose only tokens its grammar allows; their log-probs stay those of the unmasked distribution."""
     n = len(prompts)
     if not n:
         return [], []
@@ -100,9 +104,12 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     alive = torch.ones(n, dtype=torch.bool, device=device)
     finished = [False] * n
     for step in range(max_new_tokens):
-        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator)
+        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator,
+                              choose_from=constraint.mask_logits(logits) if constraint is not None else None)
         for i in alive.nonzero().flatten().tolist():
             t = int(tok[i])
+            if constraint is not None:
+                constraint.update(i, t)
             new_ids[i].append(t)
             new_lp[i].append(float(tok_lp[i]))
             if t == eos_id:
@@ -131,14 +138,16 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     return gens, prefix
 
 
-def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float,
-            generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The next token of each row (argmax, or a sample at `temperature`) and its log-prob under
-    the untempered distribution (the one the trainer recomputes)."""
+def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator: torch.Generator | None,
+            choose_from: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The next token of each row (argmax, or a sample at `temperature`, of `choose_from`: the
+    logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the
+    untempered, unmasked distribution (the one the trainer recomputes)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
+    pick = logits if choose_from is None else choose_from
     if greedy:
-        tok = logp.argmax(-1)
+        tok = pick.float().argmax(-1)
     else:
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
+        probs = torch.softmax(pick.float() / temperature, dim=-1)
         tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)

@@ -13,7 +13,10 @@ tool result (the registry is not called). A `view` (rl/chat/views.py) sets how t
 the model and, when it uses references, keeps each episode's `RefTable`: customer messages and tool
 results are shown with references, and what the model writes is expanded before it is parsed.
 The KV cache of every episode's conversation so far is kept between its turns (the trace only grows
-by appending), so a turn processes only the new customer message or tool results.
+by appending), so a turn processes only the new customer message or tool results. With
+`constrain_calls` (by default as the view says), a call the model opens is decoded under the grammar
+of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
+parameters; the trace keeps the unmasked log-probs.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import parse_reply
 from rl.chat.views import FULL_VIEW, ChatView, RefTable
 from rl.grpo.trace import Trace, TraceBuilder
@@ -45,16 +49,23 @@ def malformed_error(call: dict[str, Any]) -> str | None:
 
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
     """The assistant message (OpenAI format) for what the model generated: its text and tool calls;
-    each malformed call becomes a `malformed_tool_call` carrying the parse error as `error`."""
+    each malformed call becomes a `malformed_tool_call` carrying the parse error as `error` and what
+    the model wrote inside the call block as `raw` (kept in episode logs for debugging)."""
     reply = parse_reply(text, call_id_prefix=call_id_prefix)
     calls = [c.openai() for c in reply.tool_calls]
     calls += [{"id": f"{call_id_prefix}_bad{i}", "type": "function",
-               "function": {"name": MALFORMED_TOOL, "arguments": "{}"}, "error": e.message}
+               "function": {"name": MALFORMED_TOOL, "arguments": "{}"}, "error": e.message,
+               "raw": e.raw}
               for i, e in enumerate(reply.errors)]
     msg: dict[str, Any] = {"role": "assistant", "content": reply.content, "raw": text}
     if calls:
         msg["tool_calls"] = calls
     return msg
+
+
+# Grammars (and their cached token masks) shared by the policies of one process: a GRPO run builds a
+# new LocalPolicy every step for the same tokenizer and tools.
+_GRAMMARS: dict[tuple[Any, ...], ToolCallGrammar] = {}
 
 
 @dataclass
@@ -71,6 +82,7 @@ class _Request:
     episode_id: str
     prompt: list[int]
     future: asyncio.Future = field(repr=False)
+    grammar: ToolCallGrammar | None = None
 
 
 @dataclass
@@ -90,7 +102,8 @@ class LocalPolicy:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, greedy: bool = False,
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
-                 max_cached_episodes: int = 256, view: ChatView | None = None) -> None:
+                 max_cached_episodes: int = 256, view: ChatView | None = None,
+                 constrain_calls: bool | None = None) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
@@ -98,6 +111,8 @@ class LocalPolicy:
         self.stats = GenerationStats()
         self.reuse_cache, self.max_cached_episodes = reuse_cache, max_cached_episodes
         self.view = view or FULL_VIEW  # how the conversation is shown to the model
+        # tool calls decoded under their grammar (rl/chat/call_grammar.py); by default as the view says
+        self.constrain_calls = self.view.constrain_calls if constrain_calls is None else constrain_calls
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -105,11 +120,14 @@ class LocalPolicy:
 
     # ---------------------------------------------------------------- episode side
     async def act(self, episode_id: str, messages: list[dict[str, Any]],
-                  tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """The agent's next assistant message (OpenAI format) for this conversation."""
+                  tools: list[dict[str, Any]] | None = None,
+                  call_tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The agent's next assistant message (OpenAI format) for this conversation. `tools` is the
+        list as the model is shown it; `call_tools` (default: `tools`) the full schemas that
+        constrained decoding holds calls to."""
         ep = self._episodes.get(episode_id)
         if ep is None:
-            ep = self._episodes[episode_id] = self.new_episode()
+            ep = self._episodes[episode_id] = self.new_episode(episode_id)
         self._append_new(ep, messages, tools)
         prompt = ep.builder.open_assistant_turn()
         if len(prompt) + 1 >= self.max_context:  # no room left: an empty turn (the episode runs out of turns)
@@ -117,7 +135,7 @@ class LocalPolicy:
             ep.seen = len(messages) + 1
             return {"role": "assistant", "content": "", "truncated": True}
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append(_Request(episode_id, list(prompt), fut))
+        self._queue.append(_Request(episode_id, list(prompt), fut, self._grammar(call_tools or tools)))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         ids, logprobs = await fut
@@ -128,8 +146,25 @@ class LocalPolicy:
         msg["raw"] = text
         return msg
 
-    def new_episode(self) -> _Episode:
-        return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation())
+    def _grammar(self, tools: list[dict[str, Any]] | None) -> ToolCallGrammar | None:
+        """The grammar of calls to the tools this turn offers (the view's selection, full schemas so
+        enums and required parameters count), or None when calls are not constrained."""
+        if not self.constrain_calls or not tools:
+            return None
+        keep = set(self.view.tools) if self.view.tools is not None else None
+        offered = [t for t in tools if keep is None or t.get("function", t)["name"] in keep]
+        if not offered:
+            return None
+        key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())))
+        g = _GRAMMARS.get(key)
+        if g is None or g.tokenizer is not self.tok:
+            g = _GRAMMARS[key] = ToolCallGrammar(offered, self.tok, text_tokens=self.view.extra_tokens,
+                                                 ref_params=self.view.ref_params)
+        return g
+
+    def new_episode(self, key: str = "") -> _Episode:
+        """A fresh episode; `key` names its conversation (it seeds the view's shuffled references)."""
+        return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key))
 
     def pop_trace(self, episode_id: str) -> Trace | None:
         ep = self._episodes.pop(episode_id, None)
@@ -168,7 +203,7 @@ class LocalPolicy:
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
             try:
                 outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
-                                               [r.episode_id for r in batch])
+                                               [r.episode_id for r in batch], [r.grammar for r in batch])
             except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
                 for r in batch:
                     if not r.future.done():
@@ -178,8 +213,8 @@ class LocalPolicy:
                 if not r.future.done():
                     r.future.set_result(o)
 
-    def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None) -> list[
-            tuple[list[int], list[float]]]:
+    def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
+                  grammars: list[ToolCallGrammar | None] | None = None) -> list[tuple[list[int], list[float]]]:
         start = time.perf_counter()
         budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
         was_training = self.model.training
@@ -189,7 +224,8 @@ class LocalPolicy:
         caches = [ep.cache if ep is not None else None for ep in eps]
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
-            pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen)
+            pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
+            constraint=CallConstraint(grammars) if grammars and any(grammars) else None)
         if was_training:
             self.model.train()
         self.stats.calls += 1
@@ -215,14 +251,15 @@ class LocalPolicy:
 class LocalSession:
     """One episode of a `LocalAgentPolicy` (the episode runner's `AgentSession`)."""
 
-    def __init__(self, policy: LocalAgentPolicy, episode_id: str, tools: list[dict[str, Any]]) -> None:
-        self.policy, self.episode_id, self.tools = policy, episode_id, tools
+    def __init__(self, policy: LocalAgentPolicy, episode_id: str, tools: list[dict[str, Any]],
+                 call_tools: list[dict[str, Any]] | None = None) -> None:
+        self.policy, self.episode_id, self.tools, self.call_tools = policy, episode_id, tools, call_tools
 
     async def step(self, messages: list[dict[str, Any]]):
         from rl.policies.base import AgentTurn
 
         start = time.perf_counter()
-        msg = await self.policy.engine.act(self.episode_id, messages, self.tools)
+        msg = await self.policy.engine.act(self.episode_id, messages, self.tools, self.call_tools)
         msg.pop("raw", None)
         trace = self.policy.engine._episodes[self.episode_id].builder.trace
         return AgentTurn(message=msg, model=self.policy.model, latency_ms=(time.perf_counter() - start) * 1000,
@@ -245,8 +282,8 @@ class LocalAgentPolicy:
     def session(self, task: Any, tools: list[dict[str, Any]], seed: int) -> LocalSession:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
-        s = LocalSession(self, eid, (self.tools_transform or self.engine.view.tool_list)(tools))
-        self.engine._episodes[eid] = self.engine.new_episode()
+        s = LocalSession(self, eid, (self.tools_transform or self.engine.view.tool_list)(tools), call_tools=tools)
+        self.engine._episodes[eid] = self.engine.new_episode(f"{getattr(task, 'id', task)}#{seed}")
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
 

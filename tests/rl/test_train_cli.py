@@ -38,11 +38,14 @@ def test_coldstart_generate_init_sft_grpo(tmp_path, test_dbs, tau_data_dir):
     assert json.loads((tmp_path / "sft" / "manifest.json").read_text())["training"]["method"] == "sft"
     res = r.invoke(app, ["train", "grpo", "--model", str(tmp_path / "sft"), "--tasks", str(tasks), "--out",
                          str(tmp_path / "rl"), "--recipe", "smoke", "--steps", "1", "--mini-batches", "2",
+                         "--loss-agg", "seq-mean-token-mean",
                          "--database-url", test_dbs.server_url, "--data-dir", str(tau_data_dir)])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "rl" / "metrics.jsonl").exists() and (tmp_path / "rl" / "model" / "manifest.json").exists()
     manifest = json.loads((tmp_path / "rl" / "model" / "manifest.json").read_text())
     assert manifest["training"]["config"]["mini_batches"] == 2 and manifest["view"]["refs"]
+    assert manifest["training"]["config"]["loss_agg"] == "seq-mean-token-mean"
+    assert manifest["view"]["constrain_calls"] and manifest["view"]["shuffle_refs"]
 
 
 def test_bad_input_exits_2_and_writes_nothing(tmp_path):
@@ -53,6 +56,9 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
     assert res.exit_code == 2 and "messages" in res.output and not (tmp_path / "m").exists()
     res = r.invoke(app, ["train", "init", "--corpus", str(bad), "--out", str(tmp_path / "m"), "--recipe", "nope"])
     assert res.exit_code == 2 and "unknown recipe" in res.output
+    res = r.invoke(app, ["train", "grpo", "--model", str(tmp_path / "m"), "--tasks", str(bad), "--out",
+                         str(tmp_path / "g"), "--loss-agg", "seq-sum"])
+    assert res.exit_code == 2 and "--loss-agg must be one of" in res.output and not (tmp_path / "g").exists()
     res = r.invoke(app, ["experiment", "paper-table", "--recipe", "nope", "--out", str(tmp_path / "t")])
     assert res.exit_code == 2 and not (tmp_path / "t").exists()
     res = r.invoke(app, ["coldstart", "synthesize", "--domain", str(bad), "--out", str(tmp_path / "s.jsonl"),

@@ -1,6 +1,8 @@
 """The tiny recipe's chat view: a subset of compact tool schemas and compact tool results."""
 
+import dataclasses
 import json
+import re
 
 from rl.chat.views import FULL_VIEW, ChatView, compact_result
 
@@ -82,3 +84,30 @@ def test_a_view_round_trips_through_a_manifest():
                     names=frozenset({"Ann"}))
     assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
     assert ChatView.from_manifest(None) == FULL_VIEW
+
+
+def test_shuffled_references_are_random_per_conversation_and_stable_per_key():
+    view = ChatView(refs=True, shuffle_refs=True)
+    text = "Cancel #W1111111 and #W2222222, email a@x.com"
+
+    def numbers(key):
+        shown = view.conversation(key).show(text)
+        return shown, [int(n) for n in re.findall(r"<order_(\d+)>", shown)]
+
+    shown, nums = numbers("episode-1")
+    assert numbers("episode-1")[0] == shown  # the same conversation key gives the same numbers
+    assert len(set(nums)) == 2 and all(1 <= n <= 24 for n in nums)
+    assert len({tuple(numbers(f"e{i}")[1]) for i in range(20)}) > 10  # numbers differ across conversations
+    refs = view.conversation("episode-1")
+    refs.show(text)
+    assert refs.expand(f"<order_{nums[1]}> <order_{nums[0]}>") == "#W2222222 #W1111111"
+    assert ChatView(refs=True).conversation("anything").show(text).startswith("Cancel <order_1> and <order_2>")
+
+
+def test_view_settings_survive_the_manifest():
+    view = ChatView(tools=("a",), compact_schemas=True, compact_results=True, refs=True,
+                    names=frozenset({"Ann"}), shuffle_refs=True, constrain_calls=True)
+    assert ChatView.from_manifest(view.describe()) == view
+    old = {k: v for k, v in view.describe().items() if k not in ("shuffle_refs", "constrain_calls")}
+    assert ChatView.from_manifest(old) == dataclasses.replace(view, shuffle_refs=False, constrain_calls=False)
+    assert view.ref_params["order_id"] == "order" and ChatView().ref_params == {}

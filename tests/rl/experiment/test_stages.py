@@ -2,6 +2,7 @@
 (typed references, compact results), plus identifier-augmented copies when the recipe asks."""
 
 import json
+import re
 
 from rl.experiment.recipe import get_recipe
 from rl.experiment.stages import Stages
@@ -23,7 +24,7 @@ def _stages(tmp_path, **update):
 
 
 def test_sft_records_are_shown_with_references_and_names_from_the_data(tmp_path):
-    st = _stages(tmp_path)
+    st = _stages(tmp_path, shuffle_refs=False)
     assert {"James", "Lee"} <= st.view.names
     [rec] = st._sft_records()
     text = json.dumps(rec["messages"])
@@ -32,8 +33,19 @@ def test_sft_records_are_shown_with_references_and_names_from_the_data(tmp_path)
 
 
 def test_augmented_copies_are_added_when_the_recipe_asks(tmp_path):
-    st = _stages(tmp_path, sft_augment_copies=2)
+    st = _stages(tmp_path, sft_augment_copies=2, shuffle_refs=False)
     records = st._sft_records()
     assert len(records) == 3
     # a renamed customer's name is in the seed catalog, so it is still shown as a reference
     assert all("<name_1>" in json.dumps(r["messages"]) for r in records)
+
+
+def test_shuffled_references_in_sft_records_are_consistent_within_a_conversation(tmp_path):
+    st = _stages(tmp_path)  # the recipes shuffle reference numbers
+    assert st.view.shuffle_refs and st.view.constrain_calls
+    [rec] = st._sft_records()
+    opening = rec["messages"][1]["content"]
+    order = re.search(r"<order_\d+>", opening).group(0)
+    calls = [c for m in rec["messages"] for c in m.get("tool_calls") or []]
+    assert any(order in json.dumps(c["function"]["arguments"]) for c in calls)  # the call names the order it was told
+    assert st._sft_records() == [rec]  # the same numbers every time the records are built

@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 
-from rl.grpo.algorithm import clipped_policy_loss, group_advantages, grpo_token_loss, k3_kl, token_mean
+from rl.grpo.algorithm import (
+    clipped_policy_loss,
+    group_advantages,
+    grpo_token_loss,
+    k3_kl,
+    loss_weights,
+    token_mean,
+)
 
 
 def test_group_advantages_hand_computed():
@@ -68,3 +75,24 @@ def test_token_mean_loss_ignores_masked_tokens_and_adds_kl():
     (total / stats["tokens"]).backward()
     assert logp.grad[0, 2].item() == 0.0  # the masked token gets no gradient
     assert token_mean(torch.tensor([1.0, 3.0, 100.0]), torch.tensor([1, 1, 0])).item() == 2.0
+
+
+def test_loss_weights_token_mean_and_seq_mean_token_mean():
+    # rollouts of 2, 6 and 0 generated tokens
+    assert loss_weights([2, 6, 0], "token-mean") == pytest.approx([1 / 8, 1 / 8, 0.0])
+    assert loss_weights([2, 6, 0], "seq-mean-token-mean") == pytest.approx([1 / 4, 1 / 12, 0.0])
+    assert loss_weights([0, 0], "seq-mean-token-mean") == [0.0, 0.0]
+    with pytest.raises(ValueError, match="unknown loss aggregation"):
+        loss_weights([1], "seq-sum")
+
+
+def test_seq_mean_token_mean_balances_a_long_failure_against_a_short_success():
+    # group of two: success (2 tokens, A=+1) and failure (6 tokens, A=-1), ratio 1, no KL
+    logp = torch.zeros((2, 6))
+    mask = torch.tensor([[1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+    adv = torch.tensor([[1.0], [-1.0]]).expand(2, 6)
+    for mode, expected in [("token-mean", (-2 + 6) / 8), ("seq-mean-token-mean", (-1 + 1) / 2)]:
+        w = torch.tensor(loss_weights([2, 6], mode))[:, None].expand(2, 6)
+        total, stats = grpo_token_loss(logp, logp, None, adv, mask, kl_coef=0.0, weights=w)
+        assert total.item() == pytest.approx(expected, abs=1e-6)
+        assert stats["tokens"].item() == 8  # statistics stay unweighted

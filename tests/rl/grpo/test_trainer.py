@@ -3,6 +3,7 @@
 import asyncio
 import json
 
+import pytest
 import torch
 
 from rl.grpo.trainer import GRPOConfig, GRPOTrainer
@@ -39,10 +40,12 @@ def toy_rollout_fn(tok, max_new_tokens=1):
     return rollout
 
 
-def test_grpo_steps_raise_toy_reward(tiny_tok, tiny_model, tmp_path):
+@pytest.mark.parametrize("loss_agg", ["token-mean", "seq-mean-token-mean"])
+def test_grpo_steps_raise_toy_reward(tiny_tok, tiny_model, tmp_path, loss_agg):
     torch.manual_seed(0)
     rollout = toy_rollout_fn(tiny_tok)
-    cfg = GRPOConfig(steps=8, tasks_per_step=4, group_size=8, lr=1e-2, kl_coef=0.001, save_every=4)
+    cfg = GRPOConfig(steps=8, tasks_per_step=4, group_size=8, lr=1e-2, kl_coef=0.001, save_every=4,
+                     loss_agg=loss_agg)
     trainer = GRPOTrainer(tiny_model, tiny_tok, list(range(16)), rollout, cfg, tmp_path / "run")
     before = sum(t.reward for t in rollout(tiny_model, list(range(8)), 8, 1000)) / 64
     history = trainer.run()
@@ -97,3 +100,8 @@ def test_mini_batches_make_several_optimizer_steps_on_one_rollout_batch(tiny_tok
     one = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"mini_batches": 1}),
                       tmp_path / "run1").update(traces)
     assert one["optimizer_steps"] == 1
+
+
+def test_unknown_loss_aggregation_is_refused():
+    with pytest.raises(ValueError, match="loss_agg must be one of"):
+        GRPOConfig(loss_agg="seq-sum")

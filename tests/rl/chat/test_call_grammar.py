@@ -1,0 +1,189 @@
+"""The tool-call grammar accepts exactly the calls the store can run, and constrained generation
+writes only such calls while keeping the unmasked log-probs."""
+
+import asyncio
+import json
+
+import pytest
+import torch
+
+from rl.chat.call_grammar import DEAD, END, CallConstraint, ToolCallGrammar
+from rl.chat.format import TOOL_CALL_OPEN, parse_reply, render_conversation, render_tool_call
+from rl.chat.views import ChatView
+from rl.grpo.logprobs import micro_batches, token_logprobs
+from rl.models.generation import generate_continuing
+from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
+from rl.models.tokenizer import encode, train_bpe
+from rl.policies.local import LocalPolicy
+
+TOOLS = [
+    {"type": "function", "function": {"name": "cancel_pending_order", "parameters": {
+        "type": "object", "required": ["order_id", "reason"], "properties": {
+            "order_id": {"type": "string"},
+            "reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]}}}}},
+    {"type": "function", "function": {"name": "return_delivered_order_items", "parameters": {
+        "type": "object", "required": ["order_id", "item_ids"], "properties": {
+            "order_id": {"type": "string"}, "item_ids": {"type": "array", "items": {"type": "string"}},
+            "payment_method_id": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "calculate", "parameters": {
+        "type": "object", "required": ["x"], "properties": {"x": {"type": "number"}, "exact": {"type": "boolean"}}}}},
+    {"type": "function", "function": {"name": "list_all_product_types", "parameters": {
+        "type": "object", "properties": {}}}},
+]
+REFS = ("<order_1>", "<order_2>")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    texts = []
+    for i in range(120):
+        texts.append(render_conversation([
+            {"role": "user", "content": f"Please cancel order <order_1>, number {i}."},
+            {"role": "assistant", "content": "Sure.", "tool_calls": [{"function": {
+                "name": "cancel_pending_order",
+                "arguments": {"order_id": "<order_1>", "reason": "no longer needed"}}}]},
+            {"role": "tool", "content": '{"status": "cancelled"}'},
+            {"role": "assistant", "content": "Done. Anything else?"}]))
+    return train_bpe(texts, vocab_size=400, extra_tokens=REFS)
+
+
+@pytest.fixture(scope="module")
+def grammar(tok):
+    return ToolCallGrammar(TOOLS, tok, text_tokens=REFS)
+
+
+def body(name, args):
+    """What follows <tool_call> in a rendered call, up to (not including) </tool_call>."""
+    return render_tool_call(name, args).removeprefix(TOOL_CALL_OPEN).removesuffix("</tool_call>")
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("cancel_pending_order", {"order_id": "<order_1>", "reason": "ordered by mistake"}),
+    ("cancel_pending_order", {"reason": "no longer needed", "order_id": "#W123"}),
+    ("return_delivered_order_items", {"order_id": "#W1", "item_ids": ["1", "22"], "payment_method_id": "gc_1"}),
+    ("return_delivered_order_items", {"order_id": "#W1", "item_ids": []}),
+    ("calculate", {"x": -12.5, "exact": True}),
+    ("list_all_product_types", {}),
+])
+def test_rendered_calls_are_accepted(grammar, name, args):
+    assert grammar.consume(grammar.start(), body(name, args)) == END
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("cancel_order", {"order_id": "#W1", "reason": "no longer needed"}),          # unknown tool
+    ("cancel_pending_order", {"order_id": "#W1"}),                                # required reason missing
+    ("cancel_pending_order", {"order_id": "#W1", "reason": "changed my mind"}),   # not in the enum
+    ("cancel_pending_order", {"order_id": "#W1", "reason": "no longer needed", "user_id": "x"}),  # unknown key
+    ("cancel_pending_order", {"order_id": 'say "hi"', "reason": "no longer needed"}),  # quote in a string
+    ("return_delivered_order_items", {"order_id": "#W1", "item_ids": "1"}),        # array expected
+    ("calculate", {"x": "1"}),                                                     # number expected
+])
+def test_calls_the_store_cannot_run_are_rejected(grammar, name, args):
+    assert grammar.consume(grammar.start(), body(name, args)) != END
+
+
+def test_a_key_cannot_repeat_and_nothing_follows_the_end(grammar):
+    twice = '\n{"name": "cancel_pending_order", "arguments": {"order_id": "a", "order_id": "b"'
+    assert grammar.consume(grammar.start(), twice) == DEAD
+    done = grammar.consume(grammar.start(), body("list_all_product_types", {}))
+    assert done == END and grammar.step(done, " ") == DEAD
+    assert grammar.allowed(done).nonzero().flatten().tolist() == [grammar.close_id]
+
+
+def test_masks_allow_reference_tokens_in_strings_but_no_chat_markup(grammar, tok):
+    in_string = grammar.consume(grammar.start(), '\n{"name": "cancel_pending_order", "arguments": {"order_id": "')
+    mask = grammar.allowed(in_string)
+    assert mask[tok.convert_tokens_to_ids("<order_1>")]
+    for special in ("<|im_end|>", "<tool_call>", "</tool_call>", "<|im_start|>"):
+        assert not mask[tok.convert_tokens_to_ids(special)], special
+    assert grammar.allowed(in_string) is mask  # cached per state
+
+
+def _model(tok, seed):
+    torch.manual_seed(seed)
+    return build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                 num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_constrained_generation_writes_only_runnable_calls(tok, grammar, greedy):
+    model = _model(tok, 0)
+    prompt = encode(tok, render_conversation([{"role": "user", "content": "cancel <order_1>"}],
+                                             add_generation_prompt=True) + TOOL_CALL_OPEN)
+    rows = 12
+    constraint = CallConstraint([grammar] * rows)
+    constraint.states = [grammar.start()] * rows  # every row is already inside a call
+    gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=400,
+                                  eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, greedy=greedy,
+                                  generator=torch.Generator().manual_seed(3), constraint=constraint,
+                                  return_caches=False)
+    closed = 0
+    for g in gens:
+        if grammar.close_id not in g.ids:
+            assert not g.finished  # only the token budget can stop a call before it closes
+            continue
+        first_call = g.ids[: g.ids.index(grammar.close_id) + 1]
+        text = TOOL_CALL_OPEN + tok.decode(first_call, skip_special_tokens=False)
+        closed += 1
+        reply = parse_reply(text)
+        assert reply.errors == [] and len(reply.tool_calls) == 1, text
+        call = reply.tool_calls[0]
+        assert call.name in grammar.schemas and set(call.arguments) <= set(grammar.schemas[call.name].kinds)
+        assert grammar.schemas[call.name].required <= set(call.arguments)
+    assert closed >= (1 if greedy else rows // 2)
+
+
+def test_constrained_policy_records_the_unmasked_logprobs(tok):
+    """A fresh constrained rollout's recorded log-probs are what the trainer recomputes (ratio 1)."""
+    model = _model(tok, 1)
+    policy = LocalPolicy(model, tok, max_new_tokens=120, constrain_calls=True, seed=5)
+    forced = [tok.convert_tokens_to_ids(TOOL_CALL_OPEN)]
+
+    async def run():
+        msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": "cancel <order_1> please"}]
+        for _ in range(3):
+            msgs.append(await policy.act("e", msgs, TOOLS))
+            msgs.append({"role": "user", "content": "ok"})
+
+    # make every turn open a call at once, so the grammar is exercised on most tokens
+    bias = torch.zeros(len(tok))
+    bias[forced] = 50.0
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        head.bias = torch.nn.Parameter(bias) if head.bias is None else head.bias
+    asyncio.run(run())
+    trace = policy.pop_trace("e")
+    assert trace.n_generated > 20
+    mb = next(iter(micro_batches([trace], 100_000, tok.pad_token_id)))
+    lp, _ = token_logprobs(model, mb)
+    got = lp[0][mb.loss_mask[0].bool()]
+    want = torch.tensor(trace.logprobs)[torch.tensor(trace.loss_mask).bool()]
+    assert torch.allclose(got, want, atol=1e-4)
+    assert json.dumps(trace.loss_mask)  # the trace is complete
+
+
+def test_the_view_decides_whether_calls_are_constrained(tok):
+    model = _model(tok, 2)
+    assert LocalPolicy(model, tok, view=ChatView(constrain_calls=True)).constrain_calls
+    assert not LocalPolicy(model, tok, view=ChatView()).constrain_calls
+    assert not LocalPolicy(model, tok, view=ChatView(constrain_calls=True), constrain_calls=False).constrain_calls
+    held = LocalPolicy(model, tok, view=ChatView(tools=("cancel_pending_order",), constrain_calls=True))
+    g = held._grammar(TOOLS)
+    assert set(g.schemas) == {"cancel_pending_order"} and held._grammar(TOOLS) is g  # built once, shared
+    assert LocalPolicy(model, tok)._grammar(TOOLS) is None
+
+
+def test_reference_parameters_take_one_reference_and_free_strings_are_bounded(tok):
+    g = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"},
+                        max_string=10)
+    ok = body("return_delivered_order_items", {"order_id": "<order_2>", "item_ids": ["<num_1>", "<num_12>"]})
+    assert g.consume(g.start(), ok) == END
+    for bad in ({"order_id": "#W123", "item_ids": []}, {"order_id": "<order_1> x", "item_ids": []},
+                {"order_id": "<num_1>", "item_ids": []}, {"order_id": "<order_1>", "item_ids": ["1234"]}):
+        assert g.consume(g.start(), body("return_delivered_order_items", bad)) != END, bad
+    in_ref = g.consume(g.start(), '\n{"name": "cancel_pending_order", "arguments": {"order_id": "')
+    assert g.allowed(in_ref)[tok.convert_tokens_to_ids("<order_1>")]
+    assert not g.allowed(in_ref)[tok.convert_tokens_to_ids("<|im_end|>")]
+    long = {"order_id": "<order_1>", "item_ids": [], "payment_method_id": "x" * 11}
+    assert g.consume(g.start(), body("return_delivered_order_items", long)) == DEAD
+    assert g.consume(g.start(), body("return_delivered_order_items", {**long, "payment_method_id": "x" * 10})) == END
