@@ -2,8 +2,9 @@
 
 `cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
-compact schemas, compact tool results), a short system prompt, short conversations (at most 14
-turns) and short agent turns. Task mixes (all from the tau retail store, on disjoint customers):
+compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
+their grammar), a short system prompt, short conversations (at most 14 turns) and short agent
+turns; GRPO at lr 5e-5 with sequence-mean loss aggregation, 2 PPO mini-batches per step. Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks only (cancel, a refused cancellation, an order-status question,
   an address change) - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
 - RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
@@ -64,12 +65,12 @@ class ExperimentRecipe(BaseModel):
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=14, tasks_per_step=8, group_size=8, lr=5e-5, kl_coef=0.001,
+    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=5e-5, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
                                   mini_batches=2, loss_agg="seq-mean-token-mean")
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
-    rollout_concurrency: int = 32
+    rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = 2
 
     @property

@@ -44,3 +44,10 @@ async def test_malformed_call_is_answered_with_the_parse_error(test_dbs, tau_ret
     tool_msg = next(m for m in traj.messages if m["role"] == "tool")
     assert tool_msg["content"] == first_call.output and "<tool_call>" in tool_msg["content"]
     assert traj.messages[traj.messages.index(tool_msg) + 1]["content"] == "Could you give me your email?"
+
+
+def test_a_malformed_call_keeps_what_the_model_wrote():
+    msg = reply_message(BAD, "c")
+    [call] = msg["tool_calls"]
+    assert call["function"]["name"] == MALFORMED_TOOL
+    assert call["raw"] == '{"name": "get_order_details", "arguments": {"order_id": }'
