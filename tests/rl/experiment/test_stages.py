@@ -41,7 +41,7 @@ def test_augmented_copies_are_added_when_the_recipe_asks(tmp_path):
 
 
 def test_shuffled_references_in_sft_records_are_consistent_within_a_conversation(tmp_path):
-    st = _stages(tmp_path)  # the recipes shuffle reference numbers
+    st = _stages(tmp_path, shuffle_refs=True)
     assert st.view.shuffle_refs and st.view.constrain_calls
     [rec] = st._sft_records()
     opening = rec["messages"][1]["content"]
