@@ -1,8 +1,9 @@
 """GRPO trainer for in-process models: rollout -> group advantages -> one policy update per step,
 with checkpoints (model folder + manifest + optimizer state) and resume after an interruption.
 
-The algorithm is exactly the one in `rl/grpo/algorithm.py` (verl's GRPO, token-mean, PPO clip 0.2,
-k3 KL 0.001 to a frozen copy of the starting model). Each step samples G rollouts x tasks_per_step
+The algorithm is exactly the one in `rl/grpo/algorithm.py` (verl's GRPO, token-mean by default or
+seq-mean-token-mean with `loss_agg`, PPO clip 0.2, k3 KL 0.001 to a frozen copy of the starting
+model). Each step samples G rollouts x tasks_per_step
 tasks and makes `mini_batches` optimizer steps on them, each over a disjoint set of whole groups, as
 verl does when ppo_mini_batch_size is smaller than the batch (1: one on-policy step; from the second
 on, the ratio to the sampling log-probs moves away from 1 and the PPO clip takes effect).
