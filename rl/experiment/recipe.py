@@ -4,7 +4,8 @@
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
 compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
 their grammar), a short system prompt, short conversations (at most 14 turns) and short agent
-turns; GRPO at lr 5e-5 with sequence-mean loss aggregation, 2 PPO mini-batches per step. Task mixes (all from the tau retail store, on disjoint customers):
+turns; GRPO at lr 5e-5 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
+Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks only (cancel, a refused cancellation, an order-status question,
   an address change) - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
 - RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
