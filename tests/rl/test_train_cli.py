@@ -45,7 +45,7 @@ def test_coldstart_generate_init_sft_grpo(tmp_path, test_dbs, tau_data_dir):
     manifest = json.loads((tmp_path / "rl" / "model" / "manifest.json").read_text())
     assert manifest["training"]["config"]["mini_batches"] == 2 and manifest["view"]["refs"]
     assert manifest["training"]["config"]["loss_agg"] == "seq-mean-token-mean"
-    assert manifest["view"]["constrain_calls"] and manifest["view"]["shuffle_refs"]
+    assert manifest["view"]["constrain_calls"] and manifest["view"]["shuffle_refs"] is False
 
 
 def test_bad_input_exits_2_and_writes_nothing(tmp_path):
