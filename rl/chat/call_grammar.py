@@ -200,10 +200,9 @@ class ToolCallGrammar:
                 return ("ref", "", True, after)
             return ("lit", '"', after) if ch == ">" and digits else DEAD
         if kind == "arr":
-            if ch == "]":
-                return state[1]
-                return after
             _, after, first, ref = state
+            if ch == "]":
+                return after
             item = ("arr", after, False, ref)
             string = ("ref", f"<{ref}_", False, item) if ref else ("str", None, 0, item)
             if first and ch == '"':

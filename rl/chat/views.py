@@ -140,7 +140,7 @@ class ChatView:
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A recorded conversation as this view shows it (tool results shortened, references)."""
-        refs = self.conversation(_conversation_key(messages))
+        refs = self.conversation(_conversation_key(messages) if self.shuffle_refs else "")
         if not self.compact_results and refs is None:
             return messages
         out = []
