@@ -1,6 +1,7 @@
 """Generating interactive tasks from any store snapshot, deterministic by seed.
 
-`generate_tasks(data, n, seed, snapshot=...)` cycles through a schedule of categories - every
+`generate_tasks(data, n, seed, snapshot=...)` cycles through a schedule of categories (a category
+listed k times takes k slots, for weighted mixes) - every
 tool-backed intent (cancel, modify address / items / payment, default address, return, exchange,
 information questions), the refusals the policy demands (cancelling a non-pending order, a refund
 to a card the order was not paid with, another customer's order) - and variants: goal shift (the
@@ -262,11 +263,17 @@ SCHEDULE: list[tuple[str, Builder]] = [
 
 def generate_tasks(data: dict[str, dict], n: int, seed: int, *, snapshot: str, test_fraction: float = 0.2,
                    categories: list[str] | None = None) -> list[Task]:
-    """`n` tasks cycling through the categories (all by default), deterministic for (data, seed)."""
+    """`n` tasks cycling through the categories (all by default), deterministic for (data, seed).
+
+    A category named k times in `categories` takes k slots of the cycle (a weighted mix); the
+    cycle keeps the schedule's order, so a mix without repeats gives the same tasks as before."""
     store = G.Store(data)
-    schedule = [(name, b) for name, b in SCHEDULE if categories is None or name in categories]
-    if not schedule:
-        raise ValueError(f"no such categories: {categories}; known: {[c for c, _ in SCHEDULE]}")
+    known = [c for c, _ in SCHEDULE]
+    unknown = sorted(set(categories or ()) - set(known))
+    if unknown or categories == []:
+        raise ValueError(f"no such categories: {unknown or categories}; known: {known}")
+    schedule = [(name, b) for name, b in SCHEDULE
+                for _ in range(1 if categories is None else categories.count(name))]
     users = sorted(store.users)
     tasks: list[Task] = []
     for i in range(n):

@@ -24,6 +24,25 @@ def test_same_seed_same_tasks_and_other_seed_other_tasks(tau_retail):
     assert dump(a) != dump(c)
 
 
+def test_a_category_named_twice_takes_two_slots_of_the_cycle(tau_retail):
+    def cats(ts):
+        return [next(x for x in t.tags if x.startswith("category:"))[9:] for t in ts]
+
+    plain = generate_tasks(tau_retail, 6, seed=1, snapshot="tau-retail", categories=["cancel", "info_status"])
+    weighted = generate_tasks(tau_retail, 6, seed=1, snapshot="tau-retail",
+                              categories=["info_status", "cancel", "info_status"])
+    assert cats(plain) == ["cancel", "info_status"] * 3  # the schedule's order, whatever the list's
+    assert cats(weighted) == ["cancel", "info_status", "info_status"] * 2
+    assert plain[0].model_dump_json() == weighted[0].model_dump_json()  # slot 0 is drawn the same way
+
+
+def test_unknown_categories_are_a_clear_error(tau_retail):
+    with pytest.raises(ValueError, match="no such categories: \\['cancle'\\]"):
+        generate_tasks(tau_retail, 2, seed=1, snapshot="tau-retail", categories=["cancel", "cancle"])
+    with pytest.raises(ValueError, match="no such categories"):
+        generate_tasks(tau_retail, 2, seed=1, snapshot="tau-retail", categories=[])
+
+
 def test_every_category_and_variant_is_generated(generated_tasks):
     categories = {tag for t in generated_tasks for tag in t.tags if tag.startswith("category:")}
     assert categories == {f"category:{name}" for name, _ in SCHEDULE}
