@@ -22,6 +22,11 @@ from rl.grpo.trace import Trace
 from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
 
+def task_category(task: Any) -> str | None:
+    """The generator's category of a task (its `category:NAME` tag), or None."""
+    return next((t.split(":", 1)[1] for t in getattr(task, "tags", None) or () if t.startswith("category:")), None)
+
+
 class BackgroundLoop:
     """An asyncio loop in a daemon thread; `run(coro)` waits for the result from sync code."""
 
@@ -94,7 +99,8 @@ class EpisodeRollout:
             trace.excluded = traj.excluded is not None
             trace.reward = float(traj.reward or 0.0)
             trace.info = {"turns": traj.turns, "tool_calls": dict(Counter(c.name for c in traj.tool_calls)),
-                          "ended_by": traj.ended_by, "excluded": traj.excluded, "tcr": traj.tcr, "trial": k}
+                          "ended_by": traj.ended_by, "excluded": traj.excluded, "tcr": traj.tcr, "trial": k,
+                          "category": task_category(task)}
             traces.append(trace)
         return [t for _, _, t in trajectories], traces
 

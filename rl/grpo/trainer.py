@@ -199,7 +199,8 @@ class GRPOTrainer:
 
 
 def rollout_metrics(traces: list[Trace]) -> dict[str, Any]:
-    """Reward mean, all-correct / all-wrong group fractions, turns, response length, calls per tool."""
+    """Reward mean, all-correct / all-wrong group fractions, turns, response length, calls per tool,
+    and the reward mean per task category (when the rollout function records one)."""
     valid = [t for t in traces if not t.excluded]
     groups: dict[str, list[float]] = {}
     for t in valid:
@@ -220,4 +221,13 @@ def rollout_metrics(traces: list[Trace]) -> dict[str, Any]:
         "response_length": sum(t.n_generated for t in valid) / n,
         "trace_length": sum(len(t) for t in valid) / n,
         "tool_calls_per_rollout": {k: v / n for k, v in sorted(calls.items())},
+        "reward_by_category": _reward_by_category(valid),
     }
+
+
+def _reward_by_category(valid: list[Trace]) -> dict[str, dict[str, float]]:
+    by: dict[str, list[float]] = {}
+    for t in valid:
+        if t.info.get("category"):
+            by.setdefault(str(t.info["category"]), []).append(t.reward)
+    return {c: {"rollouts": len(r), "reward": sum(r) / len(r)} for c, r in sorted(by.items())}

@@ -23,6 +23,8 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
                                    for v in r["by_tag"].values())
     assert (out / "table.md").read_text().count("\n| ") >= len(ROWS)
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
+    assert (out / "plots" / "grpo_reward_by_category.png").stat().st_size > 0
+    assert json.loads((out / "grpo" / "mua_rl" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]
     # the models carry the view they were trained with: references, and the names they stand for
     from rl.chat.views import ChatView
     from rl.models.tokenizer import load_tokenizer

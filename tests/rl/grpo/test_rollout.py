@@ -42,6 +42,8 @@ async def test_episode_rollouts_give_token_exact_traces(test_dbs, tau_retail, ti
         assert traj.excluded is None, traj.error
         assert trace.reward == 0.0 and not trace.excluded  # a random model completes nothing
         assert 1 <= trace.info["turns"] <= 4
+        task = next(t for t in tasks if t.id == trace.task_id)
+        assert f"category:{trace.info['category']}" in task.tags
         agent_turns = [m for m in traj.messages if m["role"] == "assistant"]
         runs = _mask_runs(trace)  # one contiguous mask-1 run per agent turn
         assert len(runs) == len(agent_turns)

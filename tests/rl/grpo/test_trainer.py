@@ -6,7 +6,8 @@ import json
 import pytest
 import torch
 
-from rl.grpo.trainer import GRPOConfig, GRPOTrainer
+from rl.grpo.trace import Trace
+from rl.grpo.trainer import GRPOConfig, GRPOTrainer, rollout_metrics
 from rl.policies.local import LocalPolicy
 
 
@@ -105,3 +106,17 @@ def test_mini_batches_make_several_optimizer_steps_on_one_rollout_batch(tiny_tok
 def test_unknown_loss_aggregation_is_refused():
     with pytest.raises(ValueError, match="loss_agg must be one of"):
         GRPOConfig(loss_agg="seq-sum")
+
+
+def test_rollout_metrics_report_reward_per_task_category():
+    def trace(group, reward, category=None, excluded=False):
+        t = Trace(task_id=group, group=group, reward=reward, excluded=excluded)
+        t.info = {"turns": 3, "tool_calls": {}, **({"category": category} if category else {})}
+        return t
+
+    traces = [trace("a", 1.0, "cancel"), trace("a", 0.0, "cancel"), trace("b", 1.0, "shift"),
+              trace("b", 1.0, "shift"), trace("b", 0.0, "shift", excluded=True), trace("c", 0.0)]
+    m = rollout_metrics(traces)
+    assert m["reward_by_category"] == {"cancel": {"rollouts": 2, "reward": 0.5},
+                                       "shift": {"rollouts": 2, "reward": 1.0}}  # excluded ones left out
+    assert m["frac_all_correct"] == pytest.approx(1 / 3) and m["frac_all_wrong"] == pytest.approx(1 / 3)
