@@ -19,6 +19,13 @@ state cost a few milliseconds). Special tokens (chat markup) are never allowed i
 except the view's reference tokens (`<order_1>`, ...), which are text; after the closing `}}\\n`
 only `</tool_call>` is.
 
+Identifiers are copied, never invented: `for_shown(refs)` gives the grammar restricted to what one
+conversation has shown. Its tool list keeps only the tools whose required identifier parameters
+each have a reference of their kind in the conversation (no `get_order_details` before any order
+was named), and in an identifier slot only the references shown are allowed (`<order_2>` when the
+customer named two orders, not `<order_7>`). Without references (`refs=None`) the grammar is the
+plain one above.
+
 Generation applies the mask when choosing the token and keeps the log-prob of the unmasked
 distribution (`rl/models/generation.py`): the trainer recomputes exactly that, so the PPO ratio of
 a fresh rollout is 1; the constraint changes which tokens are sampled, not how they are scored.
@@ -26,7 +33,9 @@ a fresh rollout is 1; the constraint changes which tokens are sampled, not how t
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -101,13 +110,60 @@ class ToolCallGrammar:
         self.open_id = tokenizer.convert_tokens_to_ids(TOOL_CALL_OPEN)
         self.close_id = tokenizer.convert_tokens_to_ids(TOOL_CALL_CLOSE)
         self.vocab_size = len(tokenizer)
-        specials = set(tokenizer.all_special_ids) - set(tokenizer.convert_tokens_to_ids(list(text_tokens)))
+        text_tokens = list(text_tokens)
+        specials = set(tokenizer.all_special_ids) - set(tokenizer.convert_tokens_to_ids(text_tokens))
         self.texts: list[str | None] = [
             None if i in specials else tokenizer.decode([i], skip_special_tokens=False,
                                                         clean_up_tokenization_spaces=False)
             for i in range(self.vocab_size)]
+        # reference token -> its id, for the references the tokenizer holds whole
+        self.ref_ids: dict[str, int] = {t: i for t, i in zip(text_tokens, tokenizer.convert_tokens_to_ids(text_tokens),
+                                                              strict=True)
+                                        if _REF_TOKEN.fullmatch(t) and i is not None and i < self.vocab_size}
         self._masks: dict[State, torch.Tensor] = {}
         self._next: dict[tuple[State, int], State] = {}
+        self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
+
+    # ------------------------------------------------------------------ what a conversation has shown
+    def needs(self, tool: str) -> frozenset[str]:
+        """The reference kinds a call of `tool` cannot be written without (its required
+        identifier parameters)."""
+        schema = self.schemas[tool]
+        return frozenset(self.ref_params[k] for k in schema.required if k in self.ref_params)
+
+    def for_shown(self, refs: frozenset[str] | None) -> ToolCallGrammar:
+        """This grammar with only the tools a conversation that has shown `refs` can call (every
+        required identifier has a reference of its kind); itself when `refs` is None or nothing is
+        left out. Cached per set of callable tools; the subset shares the token texts."""
+        if refs is None or not self.ref_params:
+            return self
+        kinds = {m.group(1) for r in refs if (m := _REF_TOKEN.fullmatch(r))}
+        names = frozenset(n for n in self.schemas if self.needs(n) <= kinds)
+        if names == frozenset(self.schemas) or not names:
+            return self
+        sub = self._subsets.get(names)
+        if sub is None:
+            sub = copy.copy(self)
+            sub.schemas = {n: s for n, s in self.schemas.items() if n in names}
+            sub._masks, sub._next, sub._subsets = {}, {}, {}
+            self._subsets[names] = sub
+        return sub
+
+    @staticmethod
+    def ref_slot(state: State) -> str | None:
+        """The reference kind when `state` is at the start of an identifier's reference, else None."""
+        if state[0] == "ref" and not state[2] and state[1].startswith("<"):
+            return state[1][1:-1]
+        return None
+
+    def shown_mask(self, kind: str, refs: frozenset[str]) -> torch.Tensor | None:
+        """Mask of the shown references of `kind` the tokenizer holds whole (None: none shown)."""
+        ids = [self.ref_ids[r] for r in refs if r in self.ref_ids and r.startswith(f"<{kind}_")]
+        if not ids:
+            return None
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+        mask[ids] = True
+        return mask
 
     # ------------------------------------------------------------------ token level
     def start(self) -> State:
@@ -245,10 +301,17 @@ class ToolCallGrammar:
 
 class CallConstraint:
     """Per-row constraint state for batched generation: rows outside a tool call are free; a row
-    that writes `<tool_call>` is held to `grammar` until it writes `</tool_call>`."""
+    that writes `<tool_call>` is held to its grammar until it writes `</tool_call>`. With `shown`
+    (per row, the references its conversation has shown, or None), a row's call is held to
+    `grammar.for_shown(refs)` and its identifier slots to the references shown."""
 
-    def __init__(self, grammars: list[ToolCallGrammar | None]) -> None:
-        self.grammars = grammars
+    def __init__(self, grammars: list[ToolCallGrammar | None],
+                 shown: list[frozenset[str] | None] | None = None) -> None:
+        self.base = list(grammars)
+        self.shown = list(shown) if shown is not None else [None] * len(self.base)
+        if len(self.shown) != len(self.base):
+            raise ValueError("one set of shown references per row")
+        self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(self.base, self.shown, strict=True)]
         self.states: list[State | None] = [None] * len(grammars)
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
@@ -261,7 +324,13 @@ class CallConstraint:
         for i in rows:
             g, s = self.grammars[i], self.states[i]
             assert g is not None and s is not None
-            allowed = g.allowed(s).to(out.device)
+            allowed = g.allowed(s)
+            refs, kind = self.shown[i], g.ref_slot(s)
+            if refs is not None and kind is not None:
+                only = g.shown_mask(kind, refs)
+                if only is not None:
+                    allowed = allowed & only
+            allowed = allowed.to(out.device)
             if bool(allowed.any()):
                 out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
                 out[i, allowed.shape[0]:] = float("-inf")
@@ -279,6 +348,9 @@ class CallConstraint:
             self.states[row] = None
         else:
             self.states[row] = g.advance(s, token_id)
+
+
+_REF_TOKEN = re.compile(r"<([a-z]+)_(\d+)>")
 
 
 def grammar_key(tools: list[dict[str, Any]]) -> str:

@@ -94,6 +94,10 @@ class RefTable:
 
         return _WORD.sub(ref, text)
 
+    def shown(self) -> frozenset[str]:
+        """The reference tokens this conversation has shown so far."""
+        return frozenset(f"<{kind}_{n}>" for kind, values in self.values.items() for n in values)
+
     def expand(self, text: str) -> str:
         """What the model wrote, with each reference it was shown replaced by its value."""
         def value(m: re.Match[str]) -> str:

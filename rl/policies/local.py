@@ -16,7 +16,8 @@ The KV cache of every episode's conversation so far is kept between its turns (t
 by appending), so a turn processes only the new customer message or tool results. With
 `constrain_calls` (by default as the view says), a call the model opens is decoded under the grammar
 of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
-parameters; the trace keeps the unmasked log-probs.
+parameters, and with references its identifiers are ones the conversation has shown; the trace
+keeps the unmasked log-probs.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class _Request:
     prompt: list[int]
     future: asyncio.Future = field(repr=False)
     grammar: ToolCallGrammar | None = None
+    shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
 
 
 @dataclass
@@ -135,7 +137,9 @@ class LocalPolicy:
             ep.seen = len(messages) + 1
             return {"role": "assistant", "content": "", "truncated": True}
         fut = asyncio.get_running_loop().create_future()
-        self._queue.append(_Request(episode_id, list(prompt), fut, self._grammar(call_tools or tools)))
+        grammar = self._grammar(call_tools or tools)
+        shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
+        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         ids, logprobs = await fut
@@ -203,7 +207,8 @@ class LocalPolicy:
             batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
             try:
                 outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
-                                               [r.episode_id for r in batch], [r.grammar for r in batch])
+                                               [r.episode_id for r in batch], [r.grammar for r in batch],
+                                               [r.shown for r in batch])
             except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
                 for r in batch:
                     if not r.future.done():
@@ -214,7 +219,8 @@ class LocalPolicy:
                     r.future.set_result(o)
 
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
-                  grammars: list[ToolCallGrammar | None] | None = None) -> list[tuple[list[int], list[float]]]:
+                  grammars: list[ToolCallGrammar | None] | None = None,
+                  shown: list[frozenset[str] | None] | None = None) -> list[tuple[list[int], list[float]]]:
         start = time.perf_counter()
         budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
         was_training = self.model.training
@@ -225,7 +231,7 @@ class LocalPolicy:
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
-            constraint=CallConstraint(grammars) if grammars and any(grammars) else None)
+            constraint=CallConstraint(grammars, shown) if grammars and any(grammars) else None)
         if was_training:
             self.model.train()
         self.stats.calls += 1

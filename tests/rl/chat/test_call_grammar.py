@@ -3,6 +3,7 @@ writes only such calls while keeping the unmasked log-probs."""
 
 import asyncio
 import json
+import re
 
 import pytest
 import torch
@@ -187,3 +188,68 @@ def test_reference_parameters_take_one_reference_and_free_strings_are_bounded(to
     long = {"order_id": "<order_1>", "item_ids": [], "payment_method_id": "x" * 11}
     assert g.consume(g.start(), body("return_delivered_order_items", long)) == DEAD
     assert g.consume(g.start(), body("return_delivered_order_items", {**long, "payment_method_id": "x" * 10})) == END
+
+
+def test_a_conversation_can_call_only_with_the_references_it_has_shown(tok):
+    g = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"})
+    assert g.needs("cancel_pending_order") == {"order"} and g.needs("return_delivered_order_items") == {"order", "num"}
+    assert g.for_shown(None) is g
+    nothing = g.for_shown(frozenset())  # no order named yet: no call that needs one
+    assert set(nothing.schemas) == {"calculate", "list_all_product_types"}
+    assert g.for_shown(frozenset()) is nothing  # cached per set of callable tools
+    assert nothing.consume(nothing.start(), body("cancel_pending_order", {"order_id": "<order_1>",
+                                                                          "reason": "no longer needed"})) == DEAD
+    assert nothing.consume(nothing.start(), body("list_all_product_types", {})) == END
+    one = g.for_shown(frozenset({"<order_2>"}))
+    assert set(one.schemas) == {"cancel_pending_order", "calculate", "list_all_product_types"}
+    # in the identifier slot only the shown reference may be written
+    constraint = CallConstraint([g], [frozenset({"<order_2>"})])
+    constraint.states = [constraint.grammars[0].consume(
+        constraint.grammars[0].start(), '\n{"name": "cancel_pending_order", "arguments": {"order_id": "')]
+    masked = constraint.mask_logits(torch.zeros(1, len(tok)))
+    assert torch.isfinite(masked[0]).nonzero().flatten().tolist() == [tok.convert_tokens_to_ids("<order_2>")]
+    # without shown references the slot takes any reference of its kind
+    free = CallConstraint([g])
+    free.states = list(constraint.states)
+    allowed = torch.isfinite(free.mask_logits(torch.zeros(1, len(tok)))[0])
+    assert allowed[tok.convert_tokens_to_ids("<order_1>")] and allowed[tok.convert_tokens_to_ids("<order_2>")]
+    with pytest.raises(ValueError, match="one set of shown references per row"):
+        CallConstraint([g, g], [None])
+
+
+def test_a_policy_with_references_writes_only_identifiers_the_conversation_showed():
+    from rl.chat.views import REF_TOKENS
+
+    texts = [render_conversation([
+        {"role": "user", "content": f"Cancel <order_{1 + i % 3}> please, number {i}."},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {
+            "name": "cancel_pending_order", "arguments": {"order_id": f"<order_{1 + i % 3}>",
+                                                          "reason": "no longer needed"}}}]}]) for i in range(60)]
+    rtok = train_bpe(texts, vocab_size=400, extra_tokens=REF_TOKENS)
+    model = _model(rtok, 4)
+    bias = torch.zeros(len(rtok))
+    bias[rtok.convert_tokens_to_ids(TOOL_CALL_OPEN)] = 50.0  # every turn opens a call at once
+    bias[[rtok.convert_tokens_to_ids(f"<order_{n}>") for n in range(3, 25)]] = 30.0  # and would name an unseen order
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        head.bias = torch.nn.Parameter(bias)
+    def policy(budget, *tools):
+        return LocalPolicy(model, rtok, max_new_tokens=budget, seed=2,
+                           view=ChatView(refs=True, constrain_calls=True, tools=tools))
+
+    both, cancel_only = policy(40, "cancel_pending_order", "list_all_product_types"), policy(90, "cancel_pending_order")
+    hello = [{"role": "system", "content": "agent"}, {"role": "user", "content": "hello"}]
+    named = [hello[0], {"role": "user", "content": "It is order #W1234567, and also #W7654321."}]
+
+    async def run():
+        first = [await both.act(f"a{k}", hello, TOOLS) for k in range(2)]  # no order shown: no cancelling
+        return first, [await cancel_only.act(f"b{k}", named, TOOLS) for k in range(3)]
+
+    first, later = asyncio.run(run())
+    assert all("cancel_pending_order" not in m["raw"] for m in first), first
+    assert any("list_all_product_types" in m["raw"] for m in first), first
+    written = [ref for m in later for ref in re.findall(r'"order_id": "([^"]*)"', m["raw"])]  # before expansion
+    assert written and set(written) <= {"<order_1>", "<order_2>"}, later
+    expanded = [json.loads(c["function"]["arguments"])["order_id"] for m in later for c in m.get("tool_calls") or []
+                if c["function"]["name"] == "cancel_pending_order"]  # (a call cut off by the budget is malformed)
+    assert set(expanded) <= {"#W1234567", "#W7654321"}
