@@ -2,7 +2,8 @@
 
 Runs rl/experiment/paper_table.py end to end (tasks, cold-start data, base model, SFT, three GRPO
 runs, five evaluations) with a rich progress bar per stage, and writes DIR/table.json, DIR/table.md
-and DIR/plots/*.png. Running it again on the same DIR continues an interrupted run.
+and DIR/plots/*.png. Running it again on the same DIR continues an interrupted run. `--set KEY=VALUE`
+changes one recipe setting for a variant run (rl/experiment/recipe.py, `with_overrides`).
 """
 
 from __future__ import annotations
@@ -48,13 +49,16 @@ def paper_table(
     recipe: Annotated[str, typer.Option("--recipe", help="cpu-tiny (the real run) or smoke (toy sizes)")] = "cpu-tiny",
     database_url: Annotated[str | None, typer.Option("--database-url", help="Postgres server for sandboxes")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="benchmarks folder")] = None,
+    settings: Annotated[list[str] | None, typer.Option(
+        "--set", help="change one recipe setting, KEY=VALUE (repeatable): grpo.steps=36, "
+                      'rl_mix=["cancel","shift_cancel_cancel"]; the table names the changed recipe')] = None,
 ) -> None:
     """Cold start, GRPO with simulated customers and the ablations, evaluated on held-out tasks."""
     from rl.experiment.paper_table import Experiment
-    from rl.experiment.recipe import get_recipe
+    from rl.experiment.recipe import get_recipe, with_overrides
 
     try:
-        r = get_recipe(recipe)
+        r = with_overrides(get_recipe(recipe), list(settings or []))
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

@@ -61,6 +61,8 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
     assert res.exit_code == 2 and "--loss-agg must be one of" in res.output and not (tmp_path / "g").exists()
     res = r.invoke(app, ["experiment", "paper-table", "--recipe", "nope", "--out", str(tmp_path / "t")])
     assert res.exit_code == 2 and not (tmp_path / "t").exists()
+    res = r.invoke(app, ["experiment", "paper-table", "--out", str(tmp_path / "t"), "--set", "grpo.stepz=3"])
+    assert res.exit_code == 2 and "unknown setting 'grpo.stepz'" in res.output and not (tmp_path / "t").exists()
     res = r.invoke(app, ["coldstart", "synthesize", "--domain", str(bad), "--out", str(tmp_path / "s.jsonl"),
                          "--model", "m", "--base-url", "http://127.0.0.1:9/v1"])
     assert res.exit_code == 2 and "not a domain spec" in res.output and not (tmp_path / "s.jsonl").exists()

@@ -1,0 +1,29 @@
+"""Recipe settings changed from the command line: dotted keys, JSON values, clear errors."""
+
+import pytest
+
+from rl.experiment.recipe import get_recipe, with_overrides
+
+
+def test_overrides_reach_nested_settings_and_rename_the_recipe():
+    base = get_recipe("cpu-tiny")
+    r = with_overrides(base, ["grpo.steps=36", 'rl_mix=["cancel","cancel","info_status"]', "max_turns=16",
+                              "model.hidden_size=256", "system_prompt=Be brief."])
+    assert r.grpo.steps == 36 and r.grpo.lr == base.grpo.lr  # the rest of a nested setting is kept
+    assert r.rl_mix == ["cancel", "cancel", "info_status"] and r.max_turns == 16
+    assert r.model.hidden_size == 256 and r.system_prompt == "Be brief."
+    assert r.name.startswith("cpu-tiny+grpo.steps=36,")
+    assert with_overrides(base, []) is base and base.grpo.steps != 36  # the registered recipe is untouched
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("grpo.stepz=3", "unknown setting 'grpo.stepz'"),
+    ("nope.steps=3", "unknown setting 'nope.steps'"),
+    ("name=x", "unknown setting 'name'"),
+    ("grpo.steps", "is not KEY=VALUE"),
+    ("grpo.steps=many", "invalid setting grpo.steps"),
+    ("grpo.loss_agg=seq-sum", "invalid setting grpo.loss_agg"),
+])
+def test_bad_overrides_are_clear_errors(setting, message):
+    with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        with_overrides(get_recipe("cpu-tiny"), [setting])
