@@ -19,11 +19,11 @@ run: setup
 	$(BIN)/muarl run
 
 test: setup
-	$(BIN)/ruff check backend rl tests bench
+	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
 lint: setup
-	$(BIN)/ruff check backend rl tests bench
+	$(BIN)/ruff check backend rl tests bench migrations
 
 bench: setup
 	$(BIN)/python bench/env_bench.py

@@ -1,21 +1,21 @@
 """Store schema: customers, payment methods, products, variants, orders and their parts.
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-29 14:31:01.643303
 
 """
-from typing import Sequence, Union
+from collections.abc import Sequence
 
-from alembic import op
 import sqlalchemy as sa
+from alembic import op
 from sqlalchemy.dialects import postgresql
 
 # revision identifiers, used by Alembic.
 revision: str = '0001'
-down_revision: Union[str, Sequence[str], None] = None
-branch_labels: Union[str, Sequence[str], None] = None
-depends_on: Union[str, Sequence[str], None] = None
+down_revision: str | Sequence[str] | None = None
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -36,7 +36,9 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id')
     )
     op.create_index('ix_customers_email_lower', 'customers', [sa.literal_column('lower(email)')], unique=False)
-    op.create_index('ix_customers_name_zip', 'customers', [sa.literal_column('lower(first_name)'), sa.literal_column('lower(last_name)'), 'zip'], unique=False)
+    op.create_index('ix_customers_name_zip', 'customers',
+                    [sa.literal_column('lower(first_name)'), sa.literal_column('lower(last_name)'), 'zip'],
+                    unique=False)
     op.create_table('products',
     sa.Column('id', sa.String(length=64), nullable=False),
     sa.Column('seq', sa.Integer(), nullable=False),
