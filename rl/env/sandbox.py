@@ -152,22 +152,28 @@ class SandboxPool:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self, *, wait: bool = True) -> SandboxPool:
-        """Open admin connections, start refilling; with `wait`, return once `size` are ready."""
+        """Open admin connections, start refilling; with `wait`, return once `size` are ready.
+        Interrupted (cancelled, Ctrl-C) before it returns, it closes the pool first: the caller has
+        no pool to close yet, and the refill would otherwise leave its copies behind."""
         self._admin_engine = _admin_engine(self.snapshot.server_url)
         for _ in range(self.workers + 1):
             self._admins.put_nowait(None)  # connected on first use
-        if self.max_sandboxes is None:
-            self.max_sandboxes = await self._connection_budget()
-        self.size = min(self.size, self.max_sandboxes)
-        self._refill_task = asyncio.create_task(self._refill_loop(), name=f"sandbox-refill-{self._id}")
-        self._need.set()
-        if wait:
-            async with self._changed:
-                await self._changed.wait_for(lambda: len(self._ready) >= self.size or self.last_error)
-            if self.last_error is not None and not self._ready and self.size:
-                err = self.last_error
-                await self.close()
-                raise err
+        try:
+            if self.max_sandboxes is None:
+                self.max_sandboxes = await self._connection_budget()
+            self.size = min(self.size, self.max_sandboxes)
+            self._refill_task = asyncio.create_task(self._refill_loop(), name=f"sandbox-refill-{self._id}")
+            self._need.set()
+            if wait:
+                async with self._changed:
+                    await self._changed.wait_for(lambda: len(self._ready) >= self.size or self.last_error)
+        except BaseException:
+            await asyncio.shield(self.close())
+            raise
+        if wait and self.last_error is not None and not self._ready and self.size:
+            err = self.last_error
+            await self.close()
+            raise err
         return self
 
     async def __aenter__(self) -> SandboxPool:

@@ -102,6 +102,25 @@ async def test_close_drops_every_database_it_made(tau_snapshot: Snapshot) -> Non
     assert await _existing(tau_snapshot.server_url, seen) == set()
 
 
+async def test_a_start_interrupted_before_the_pool_is_full_drops_what_it_made(tau_snapshot: Snapshot) -> None:
+    """Ctrl-C while `start()` waits for the pool to fill: the caller never got a pool to close, so
+    `start()` closes it (seen in `muarl tau replay` on a slow machine: eight sandboxes left)."""
+    pool = SandboxPool(tau_snapshot, size=8)
+    starting = asyncio.create_task(pool.start())
+    assert await _wait_until(lambda: pool.ready >= 1 or starting.done())
+    assert not starting.done()  # still filling
+    starting.cancel()
+    try:
+        await starting
+        raise AssertionError("start() finished although it was cancelled")
+    except asyncio.CancelledError:
+        pass
+    async with admin_connection(tau_snapshot.server_url) as admin:
+        like = pool.name_prefix.replace("_", r"\_") + "%"
+        left = await admin.scalar(text("SELECT count(*) FROM pg_database WHERE datname LIKE :p"), {"p": like})
+    assert left == 0
+
+
 async def test_64_concurrent_sandboxes_write_in_isolation(tau_snapshot: Snapshot) -> None:
     """64 episodes at once, each writing the SAME order in its own sandbox: no errors, no lock
     waits, each sees only its own write, and the snapshot stays untouched."""
