@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,6 +42,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from rl.chat.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from rl.chat.views import REF_PATTERN
 
 State = tuple[Any, ...]
 DEAD: State = ("dead",)
@@ -119,7 +119,7 @@ class ToolCallGrammar:
         # reference token -> its id, for the references the tokenizer holds whole
         self.ref_ids: dict[str, int] = {t: i for t, i in zip(text_tokens, tokenizer.convert_tokens_to_ids(text_tokens),
                                                               strict=True)
-                                        if _REF_TOKEN.fullmatch(t) and i is not None and i < self.vocab_size}
+                                        if REF_PATTERN.fullmatch(t) and i is not None and i < self.vocab_size}
         self._masks: dict[State, torch.Tensor] = {}
         self._next: dict[tuple[State, int], State] = {}
         self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
@@ -137,7 +137,7 @@ class ToolCallGrammar:
         left out. Cached per set of callable tools; the subset shares the token texts."""
         if refs is None or not self.ref_params:
             return self
-        kinds = {m.group(1) for r in refs if (m := _REF_TOKEN.fullmatch(r))}
+        kinds = {m.group(1) for r in refs if (m := REF_PATTERN.fullmatch(r))}
         names = frozenset(n for n in self.schemas if self.needs(n) <= kinds)
         if names == frozenset(self.schemas) or not names:
             return self
@@ -307,11 +307,10 @@ class CallConstraint:
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None) -> None:
-        self.base = list(grammars)
-        self.shown = list(shown) if shown is not None else [None] * len(self.base)
-        if len(self.shown) != len(self.base):
+        self.shown = list(shown) if shown is not None else [None] * len(grammars)
+        if len(self.shown) != len(grammars):
             raise ValueError("one set of shown references per row")
-        self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(self.base, self.shown, strict=True)]
+        self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(grammars, self.shown, strict=True)]
         self.states: list[State | None] = [None] * len(grammars)
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
@@ -348,9 +347,6 @@ class CallConstraint:
             self.states[row] = None
         else:
             self.states[row] = g.advance(s, token_id)
-
-
-_REF_TOKEN = re.compile(r"<([a-z]+)_(\d+)>")
 
 
 def grammar_key(tools: list[dict[str, Any]]) -> str:

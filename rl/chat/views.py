@@ -45,7 +45,7 @@ REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() for i in ran
 REF_PARAMS: dict[str, str] = {"order_id": "order", "user_id": "user", "payment_method_id": "payment",
                               "email": "email", "zip": "zip", "item_ids": "num", "new_item_ids": "num",
                               "product_id": "num"}
-_REF = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")
+REF_PATTERN = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")  # a reference token: kind, number
 _WORD = re.compile(
     r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
     r"|(?P<order>#W\d{4,})"
@@ -103,7 +103,7 @@ class RefTable:
         def value(m: re.Match[str]) -> str:
             return self.values[m.group(1)].get(int(m.group(2)), m.group(0))
 
-        return _REF.sub(value, text)
+        return REF_PATTERN.sub(value, text)
 
 
 @dataclass(frozen=True)
