@@ -123,6 +123,7 @@ class ToolCallGrammar:
         self._masks: dict[State, torch.Tensor] = {}
         self._next: dict[tuple[State, int], State] = {}
         self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
+        self._shown_masks: dict[tuple[str, frozenset[str]], torch.Tensor | None] = {}
 
     # ------------------------------------------------------------------ what a conversation has shown
     def needs(self, tool: str) -> frozenset[str]:
@@ -145,7 +146,7 @@ class ToolCallGrammar:
         if sub is None:
             sub = copy.copy(self)
             sub.schemas = {n: s for n, s in self.schemas.items() if n in names}
-            sub._masks, sub._next, sub._subsets = {}, {}, {}
+            sub._masks, sub._next, sub._subsets, sub._shown_masks = {}, {}, {}, {}
             self._subsets[names] = sub
         return sub
 
@@ -157,13 +158,19 @@ class ToolCallGrammar:
         return None
 
     def shown_mask(self, kind: str, refs: frozenset[str]) -> torch.Tensor | None:
-        """Mask of the shown references of `kind` the tokenizer holds whole (None: none shown)."""
-        ids = [self.ref_ids[r] for r in refs if r in self.ref_ids and r.startswith(f"<{kind}_")]
-        if not ids:
-            return None
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[ids] = True
-        return mask
+        """Mask of the shown references of `kind` the tokenizer holds whole (None: none shown);
+        cached, as generation asks for it at every identifier slot of every row."""
+        key = (kind, refs)
+        if key not in self._shown_masks:
+            if len(self._shown_masks) >= 4096:  # one entry per conversation state: keep it bounded
+                self._shown_masks.clear()
+            ids = [self.ref_ids[r] for r in refs if r in self.ref_ids and r.startswith(f"<{kind}_")]
+            mask = None
+            if ids:
+                mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+                mask[ids] = True
+            self._shown_masks[key] = mask
+        return self._shown_masks[key]
 
     # ------------------------------------------------------------------ token level
     def start(self) -> State:
