@@ -7,7 +7,9 @@ distinctive terms), drops a goal for the next one when the shift trigger fires, 
 forbidden request once per refusal as scripted and then accepts the fallback or gives up, and
 says `###STOP###` only once its last goal is done (seen as a successful write of that goal in the
 conversation), refused, or after the agent stopped making progress for `patience` replies - never
-right after saying yes, before the agent has acted. `static=True` turns a task into its
+right after saying yes, before the agent has acted. A proposal to cancel for another reason than
+the customer's (the reason is graded) is answered with a correction, as a customer who said "I no
+longer need it" would answer "ordered by mistake". `static=True` turns a task into its
 static-query form: everything is said up front and nobody changes their mind (an ablation).
 """
 
@@ -19,10 +21,11 @@ import random
 from rl.simulator import reading as R
 from rl.simulator.base import STOP, Message, last_agent_text
 from rl.tasks.criteria import same_action
+from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 
-SCRIPT_VERSION = "scripted-1"
+SCRIPT_VERSION = "scripted-2"  # 2: corrects a proposed cancellation reason that is not its own
 YES = ["Yes, please go ahead.", "Yes, that's right. Please proceed.", "Yes, I confirm."]
 THANKS = ["Great, thank you.", "Perfect, thanks.", "Thanks!"]
 
@@ -195,6 +198,9 @@ class ScriptedSession:
             self.late_given = True
             return g.late, False
         if R.asks_confirmation(text) and g.outcome != "info":
+            wrong = self._wrong_reason(text)
+            if wrong:
+                return self._nudge(f"No, that's not the reason. {wrong}")
             if proposal_matches(text, g.kind, g.confirm_terms):
                 self.confirmed = True
                 return self.rng.choice(YES), False
@@ -214,6 +220,18 @@ class ScriptedSession:
         if R.asks_question(text) and not R.offers_help(text):
             return self._nudge("I'm not sure I know that. " + self._restate())
         return self._nudge(self._restate())
+
+    def _wrong_reason(self, text: str) -> str | None:
+        """The customer's own reason (its words) when `text` proposes the goal's cancellation with
+        another valid reason and not with the customer's; None otherwise."""
+        g = self.goal
+        if g.outcome != "act" or g.action is None or g.action.name != "cancel_pending_order":
+            return None
+        mine = str(g.action.arguments.get("reason", ""))
+        t = text.lower()
+        if mine not in REASONS or mine in t or not any(r in t for r in REASONS if r != mine):
+            return None
+        return g.details.get("reason") or REASONS[mine]
 
     def _haggle(self) -> tuple[str, bool]:
         g = self.goal

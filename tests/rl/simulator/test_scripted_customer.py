@@ -194,3 +194,21 @@ def test_static_query_form_says_everything_up_front_and_never_shifts():
     session = ScriptedCustomer(static=True).session(task, 0)
     opening, _ = session.reply([{"role": "system", "content": "p"}])
     assert "1 Elm Street" in opening and "ann.lee@example.com" in opening and "cancel" not in opening
+
+
+def test_corrects_a_proposed_cancellation_reason_that_is_not_its_own():
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'ordered by mistake'. Confirm (yes/no)?")
+    assert reply == "No, that's not the reason. I no longer need it." and not done
+    reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm (yes/no)?")
+    assert reply.lower().startswith("yes") and not done
+
+
+def test_a_proposal_naming_no_reason_is_judged_as_before():
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    reply, _ = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+    assert reply.lower().startswith("yes")
