@@ -1,9 +1,10 @@
 """`muarl experiment paper-table --recipe cpu-tiny --out DIR`: the miniature MUA-RL paper table.
 
 Runs rl/experiment/paper_table.py end to end (tasks, cold-start data, base model, SFT, three GRPO
-runs, five evaluations) with a rich progress bar per stage, and writes DIR/table.json, DIR/table.md
-and DIR/plots/*.png. Running it again on the same DIR continues an interrupted run. `--set KEY=VALUE`
-changes one recipe setting for a variant run (rl/experiment/recipe.py, `with_overrides`).
+runs, five evaluations) with a rich progress bar per stage, and writes DIR/table.json, DIR/table.md,
+DIR/plots/*.png and DIR/failures.md (why failed episodes failed; `muarl experiment failures --out DIR`
+recomputes it for a finished folder). Running it again on the same DIR continues an interrupted run.
+`--set KEY=VALUE` changes one recipe setting for a variant run (rl/experiment/recipe.py, `with_overrides`).
 """
 
 from __future__ import annotations
@@ -77,3 +78,20 @@ def paper_table(
     for name, row in table["rows"].items():
         console.print(f"{name:14s} pass^1 {100 * row['pass1']:5.1f}  TCR {100 * row['tcr']:5.1f}")
     console.print(f"{table['wall_seconds'] / 60:.1f} min -> {out / 'table.md'}")
+
+
+@experiment_app.command("failures")
+def failures(
+    out: Annotated[Path, typer.Option("--out", help="a paper-table folder with tasks/eval.json and eval/*/")],
+) -> None:
+    """Why each row's failed held-out episodes failed: writes DIR/failures.json and DIR/failures.md."""
+    from rl.experiment.paper_table import write_failures
+
+    if not (out / "tasks" / "eval.json").exists():
+        console.print(f"[red]error:[/red] {out} holds no paper-table run (no tasks/eval.json)")
+        raise typer.Exit(2)
+    table = write_failures(out)
+    if not table:
+        console.print(f"[red]error:[/red] {out} holds no evaluation episodes (eval/*/episodes.jsonl)")
+        raise typer.Exit(2)
+    console.print((out / "failures.md").read_text())

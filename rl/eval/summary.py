@@ -3,7 +3,7 @@
 `summarize(tasks, trajectories, trials)` returns the JSON written to `summary.json` (the contract
 is `n_tasks`, `trials`, `pass_hat_k`, `tcr`, `excluded`, `by_tag`; the rest is for people) and
 `to_markdown` renders it for `summary.md`. Excluded episodes (failures outside the agent) count
-in `excluded` only.
+in `excluded` only. `failure_causes` counts why the failed episodes failed (rl/eval/failures.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from rl.env.episode import Trajectory
+from rl.eval.failures import count_failures
 from rl.eval.metrics import bootstrap_ci, pass_hat_k, pass_hat_k_with_ci
 from rl.tasks.schema import Task
 
@@ -72,6 +73,7 @@ def summarize(tasks: list[Task], trajs: list[Trajectory], trials: int, *, meta: 
         "excluded": dict(Counter(t.excluded for t in trajs if t.excluded)),
         "episode_ms_p50": _r(statistics.median(totals)) if totals else None,
         "by_tag": by_tag,
+        "failure_causes": count_failures(tasks, trajs),
         **(meta or {}),
     }
 
@@ -95,4 +97,8 @@ def to_markdown(s: dict[str, Any]) -> str:
     for tag, v in s["by_tag"].items():
         lines.append(f"| {tag} | {v['n']} | {pct(v['pass_hat_k'].get('1'))} | {pct(v.get('tcr'))} |")
     lines += ["", "Tool calls: " + ", ".join(f"{k} {v}" for k, v in s["tool_histogram"].items()), ""]
+    if s.get("failure_causes"):
+        lines += ["| why failed episodes failed | episodes |", "|---|---|"]
+        lines += [f"| {cause} | {n} |" for cause, n in s["failure_causes"].items()]
+        lines.append("")
     return "\n".join(lines)

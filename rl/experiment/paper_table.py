@@ -14,7 +14,9 @@ interrupted run continues where it stopped; GRPO runs also resume from their las
    cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
 6. evaluation of the five models on the held-out tasks, greedy, scripted customers
    (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
-7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`).
+7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`);
+8. `DIR/failures.json` and `DIR/failures.md`: why each row's failed episodes failed
+   (rl/eval/failures.py; `muarl experiment failures --out DIR` recomputes them for a finished run).
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class Experiment:
         from rl.experiment.plots import plot_curves
 
         plot_curves(self.out)
+        write_failures(self.out)
         return table
 
     def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
@@ -140,6 +143,38 @@ class Experiment:
         for n, ts in sets.items():
             save_tasks(folder / f"{n}.json", ts, meta={"recipe": self.recipe.name, "set": n})
         return sets
+
+
+def failure_table(out: Path) -> dict[str, dict[str, int]]:
+    """Per row with an evaluation under `out/eval/`: how many failed episodes show each cause."""
+    from rl.env.episode import Trajectory
+    from rl.eval.failures import count_failures
+    from rl.tasks.schema import load_tasks
+
+    tasks = load_tasks(Path(out) / "tasks" / "eval.json")
+    table = {}
+    for row in ROWS:
+        path = Path(out) / "eval" / row / "episodes.jsonl"
+        if path.exists():
+            with path.open() as f:
+                table[row] = count_failures(tasks, (Trajectory.model_validate_json(ln) for ln in f if ln.strip()))
+    return table
+
+
+def write_failures(out: Path) -> dict[str, dict[str, int]]:
+    """`failure_table` as `out/failures.json` and `out/failures.md` (causes down, rows across)."""
+    table = failure_table(out)
+    Path(out, "failures.json").write_text(json.dumps(table, indent=1))
+    rows = list(table)
+    causes = sorted({c for counts in table.values() for c in counts},
+                    key=lambda c: (-sum(t.get(c, 0) for t in table.values()), c))
+    lines = ["# Why failed episodes failed", "",
+             "Failed held-out episodes per cause (an episode counts once under each cause it shows; "
+             "rl/eval/failures.py).", "",
+             "| cause | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
+    lines += [f"| {c} | " + " | ".join(str(table[r].get(c, 0)) for r in rows) + " |" for c in causes]
+    Path(out, "failures.md").write_text("\n".join(lines) + "\n")
+    return table
 
 
 def row_result(summary: dict[str, Any]) -> dict[str, Any]:

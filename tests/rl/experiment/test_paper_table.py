@@ -25,6 +25,24 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
     assert (out / "plots" / "grpo_reward_by_category.png").stat().st_size > 0
     assert json.loads((out / "grpo" / "mua_rl" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]
+    # why failed episodes failed, per row: every failed episode shows at least one cause
+    failures = json.loads((out / "failures.json").read_text())
+    assert set(failures) == set(ROWS)
+    for row, r in on_disk["rows"].items():
+        n_failed = round((1 - r["pass1"]) * recipe.n_eval_tasks) - r["excluded"]
+        assert sum(failures[row].values()) >= n_failed
+    assert "| cause |" in (out / "failures.md").read_text()
+    import typer
+    from typer.testing import CliRunner
+
+    from rl.cli import register
+
+    app = typer.Typer()
+    register(app)
+    (out / "failures.json").unlink()
+    result = CliRunner().invoke(app, ["experiment", "failures", "--out", str(out)])
+    assert result.exit_code == 0 and json.loads((out / "failures.json").read_text()) == failures
+    assert CliRunner().invoke(app, ["experiment", "failures", "--out", str(tmp_path / "none")]).exit_code == 2
     # the models carry the view they were trained with: references, and the names they stand for
     from rl.chat.views import ChatView
     from rl.models.tokenizer import load_tokenizer
