@@ -125,6 +125,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
          lr: Annotated[float | None, typer.Option("--lr", min=0.0)] = None,
          mini_batches: Annotated[int | None, typer.Option("--mini-batches", min=1,
                                                           help="optimizer steps per rollout batch")] = None,
+         ppo_epochs: Annotated[int | None, typer.Option("--ppo-epochs", min=1,
+                                                        help="passes over each rollout batch")] = None,
          loss_agg: Annotated[str | None, typer.Option(
              "--loss-agg", help="token-mean or seq-mean-token-mean (verl's loss_agg_mode)")] = None,
          database_url: Annotated[str | None, typer.Option("--database-url", help="Postgres for sandboxes")] = None,
@@ -145,8 +147,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
     if loss_agg is not None and loss_agg not in LOSS_AGG_MODES:
         console.print(f"[red]error:[/red] --loss-agg must be one of {', '.join(LOSS_AGG_MODES)}")
         raise typer.Exit(2)
-    cfg = r.grpo.model_copy(update={k: v for k, v in {"steps": steps, "lr": lr, "mini_batches": mini_batches,
-                                                      "loss_agg": loss_agg}.items() if v is not None})
+    given = {"steps": steps, "lr": lr, "mini_batches": mini_batches, "ppo_epochs": ppo_epochs, "loss_agg": loss_agg}
+    cfg = r.grpo.model_copy(update={k: v for k, v in given.items() if v is not None})
     try:
         tasks = load_tasks(tasks_file)
         refs = {t.snapshot for t in tasks}

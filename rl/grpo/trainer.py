@@ -6,7 +6,9 @@ seq-mean-token-mean with `loss_agg`, PPO clip 0.2, k3 KL 0.001 to a frozen copy 
 model). Each step samples G rollouts x tasks_per_step
 tasks and makes `mini_batches` optimizer steps on them, each over a disjoint set of whole groups, as
 verl does when ppo_mini_batch_size is smaller than the batch (1: one on-policy step; from the second
-on, the ratio to the sampling log-probs moves away from 1 and the PPO clip takes effect).
+on, the ratio to the sampling log-probs moves away from 1 and the PPO clip takes effect), and does
+so `ppo_epochs` times over the batch (verl's ppo_epochs; groups reshuffled into new mini-batches each
+pass; the advantages and the sampling log-probs stay those of the rollouts).
 Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
 group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`.
@@ -25,7 +27,7 @@ from typing import Any
 
 import structlog
 import torch
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.grpo.algorithm import LOSS_AGG_MODES, group_advantages, grpo_token_loss, loss_weights
@@ -51,6 +53,7 @@ class GRPOConfig(BaseModel):
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
     mini_batches: int = 1  # optimizer steps per rollout batch, over disjoint sets of groups (verl's ppo_mini_batch)
+    ppo_epochs: int = Field(default=1, ge=1)  # passes over each rollout batch (verl's ppo_epochs)
     loss_agg: str = "token-mean"  # or "seq-mean-token-mean" (verl's loss_agg_mode; rl/grpo/algorithm.py)
     save_every: int = 1
     keep_checkpoints: int = 2
@@ -113,14 +116,17 @@ class GRPOTrainer:
             keep = [i for i in keep if adv[i] != 0.0]
         # Mini-batches hold whole groups (verl splits the batch the same way, by prompt).
         groups = sorted({traces[i].group for i in keep}, key=str)
-        random.Random(f"{self.cfg.seed}:{self.step}").shuffle(groups)
+        shuffle = random.Random(f"{self.cfg.seed}:{self.step}")
         n_mb = max(1, min(self.cfg.mini_batches, len(groups)))
         sums: Counter = Counter()
         grad_norms: list[float] = []
         processed = 0
         self.model.train()
-        for part in range(n_mb):
-            mine = set(groups[part::n_mb])
+        parts = []
+        for _ in range(self.cfg.ppo_epochs):
+            shuffle.shuffle(groups)
+            parts += [set(groups[part::n_mb]) for part in range(n_mb)]
+        for mine in parts:
             batch = [traces[i] for i in keep if traces[i].group in mine]
             advs = [adv[i] for i in keep if traces[i].group in mine]
             if not batch:

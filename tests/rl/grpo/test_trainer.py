@@ -103,6 +103,23 @@ def test_mini_batches_make_several_optimizer_steps_on_one_rollout_batch(tiny_tok
     assert one["optimizer_steps"] == 1
 
 
+def test_ppo_epochs_pass_over_the_batch_again_with_the_rollouts_advantages(tiny_tok, tiny_model, tmp_path):
+    torch.manual_seed(1)
+    rollout = toy_rollout_fn(tiny_tok)
+    cfg = GRPOConfig(steps=1, tasks_per_step=4, group_size=8, lr=1e-2, mini_batches=2, ppo_epochs=3, clip=0.2)
+    trainer = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / "run")
+    traces = rollout(tiny_model, list(range(4)), 8, 0)
+    for i, t in enumerate(traces):
+        t.reward = float(i % 2)
+    m = trainer.update(traces)
+    # 3 passes x 2 mini-batches, each rollout's tokens processed once per pass
+    assert m["optimizer_steps"] == 6 and m["update_rollouts"] == 32
+    assert m["update_tokens"] == 3 * sum(len(t) for t in traces)
+    assert m["clip_frac"] > 0.0  # later passes see a policy that already moved
+    with pytest.raises(ValueError):
+        GRPOConfig(ppo_epochs=0)
+
+
 def test_unknown_loss_aggregation_is_refused():
     with pytest.raises(ValueError, match="loss_agg must be one of"):
         GRPOConfig(loss_agg="seq-sum")
