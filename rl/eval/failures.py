@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rl.env.episode import Trajectory
-from rl.tasks.criteria import check, same_action
+from rl.tasks.criteria import action_target, check, same_action
 from rl.tasks.schema import Task
 from rl.tasks.tools_meta import WRITE_TOOLS
 
@@ -36,10 +36,6 @@ def _args(raw: Any) -> dict[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
-
-
-def _target(args: dict[str, Any]) -> Any:
-    return args.get("order_id", args.get("user_id"))
 
 
 def _same_value(key: str, gold: Any, got: Any) -> bool:
@@ -60,17 +56,17 @@ def failure_causes(task: Task, traj: Trajectory) -> list[str]:
     for g in gold:
         if any(same_action(g, n, a) for n, a in ok_writes):
             continue
-        on_target = [a for n, a in ok_writes if n == g.name and _target(a) == _target(g.arguments)]
+        on_target = [a for n, a in ok_writes if n == g.name and action_target(a) == action_target(g.arguments)]
         if on_target:
             got = on_target[-1]
             causes += [f"wrong_argument:{g.name}.{k}" for k, v in g.arguments.items()
                        if not _same_value(k, v, got.get(k))]
-        elif any(n == g.name and _target(a) == _target(g.arguments) for n, a, _ in calls):
+        elif any(n == g.name and action_target(a) == action_target(g.arguments) for n, a, _ in calls):
             causes.append(f"failed_write:{g.name}")
         else:
             causes.append(f"missing_write:{g.name}")
     for n, a in ok_writes:
-        if not any(g.name == n and _target(g.arguments) == _target(a) for g in gold):
+        if not any(g.name == n and action_target(g.arguments) == action_target(a) for g in gold):
             causes.append(f"extra_write:{n}")
     texts = [str(m.get("content") or "") for m in traj.messages if m.get("role") == "assistant"]
     if any(c.kind == "output" and not check(c, calls, texts) for c in task.criteria):

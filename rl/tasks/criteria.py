@@ -34,7 +34,8 @@ def same_action(a: Action, name: str, args: dict[str, Any]) -> bool:
     return _norm(a.arguments) == _norm(args)
 
 
-def _target(args: dict[str, Any]) -> Any:
+def action_target(args: dict[str, Any]) -> Any:
+    """What a write acts on: its order, else its user."""
     return args.get("order_id", args.get("user_id"))
 
 
@@ -47,8 +48,8 @@ def check(c: Criterion, calls: list[tuple[str, dict[str, Any], bool]], agent_tex
     if c.kind == "no_action" and c.action is not None and c.match == "exact":
         return not any(same_action(c.action, n, a) for n, a in ok_calls)
     if c.kind == "no_action" and c.action is not None:
-        target = _target(c.action.arguments)
-        return not any(n == c.action.name and _target(a) == target for n, a in ok_calls)
+        target = action_target(c.action.arguments)
+        return not any(n == c.action.name and action_target(a) == target for n, a in ok_calls)
     if c.kind == "output" and c.output is not None:
         return any(c.output.lower() in t.lower().replace(",", "") for t in agent_texts)
     return False
