@@ -18,8 +18,10 @@ from pathlib import Path
 
 import torch
 
+from rl.tasks.goals import REASONS as CUSTOMER_WORDS
+
 MARK = "with the reason '"
-REASONS = ("no longer needed", "ordered by mistake")
+REASONS = tuple(CUSTOMER_WORDS)  # the cancellation reasons the tool accepts
 
 
 def probe(out: Path, model_name: str, limit: int) -> dict[str, dict[str, float]]:

@@ -9,7 +9,7 @@ says `###STOP###` only once its last goal is done (seen as a successful write of
 conversation), refused, or after the agent stopped making progress for `patience` replies - never
 right after saying yes, before the agent has acted. A proposal to cancel for another reason than
 the customer's (the reason is graded) is answered with a correction, as a customer who said "I no
-longer need it" would answer "ordered by mistake". `static=True` turns a task into its
+longer need it" would answer a proposal that names "ordered by mistake". `static=True` turns a task into its
 static-query form: everything is said up front and nobody changes their mind (an ablation).
 """
 
