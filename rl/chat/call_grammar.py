@@ -6,6 +6,7 @@ a tool name from the offered list, only that tool's parameter names, each at mos
 required one before the closing brace, values of the declared JSON type: strings of at most
 `max_string` characters without quotes, backslashes, control characters or a token that holds only
 part of a UTF-8 character; an `enum` spelled exactly; arrays of strings; JSON numbers; booleans.
+With `spaced_values` (the view's option) a free-text string value starts with one space.
 With a view that shows identifiers as references (rl/chat/views.py), a parameter the view maps to
 a reference kind (`order_id` -> `<order_N>`, ...) takes exactly one reference of that kind. This is
 the guided decoding vLLM and llguidance offer for served models (REFERENCE.md, vLLM structured
@@ -100,11 +101,12 @@ class ToolCallGrammar:
 
     def __init__(self, tools: Iterable[dict[str, Any]], tokenizer: PreTrainedTokenizerBase,
                  text_tokens: Iterable[str] = (), ref_params: dict[str, str] | None = None,
-                 max_string: int = 64) -> None:
+                 max_string: int = 64, spaced_values: bool = False) -> None:
         self.schemas = {s.name: s for s in (Schema(t) for t in tools)}
         self.tokenizer = tokenizer
         self.ref_params = dict(ref_params or {})  # parameter -> reference kind its value must be
         self.max_string = max_string
+        self.spaced_values = spaced_values  # free-text string values start with one space
         if not self.schemas:
             raise ValueError("a tool-call grammar needs at least one tool")
         self.open_id = tokenizer.convert_tokens_to_ids(TOOL_CALL_OPEN)
@@ -292,7 +294,8 @@ class ToolCallGrammar:
             if ref:
                 return ("ref", f"<{ref}_", False, after)
             enum = schema.enums.get(key)
-            return ("str", enum, "", after) if enum else ("str", None, 0, after)
+            value: State = ("str", enum, "", after) if enum else ("str", None, 0, after)
+            return ("lit", " ", value) if self.spaced_values else value
         if kind == "array":
             return ("arr", after, True, ref) if ch == "[" else DEAD
         if kind in ("number", "integer"):

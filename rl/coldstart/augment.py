@@ -13,6 +13,18 @@ occurrence. The copies stay internally consistent (the id the agent looks up is 
 said and the id the tool returned), so the only way to predict them is to copy: the skill a
 held-out customer needs. The ids no longer exist in the store; augmented copies are training text
 only, marked `meta.augmented`.
+
+Cancellation-reason counterfactuals: a cold-start conversation in which the customer gave one
+cancellation reason, again with the other reason - the customer's words and the agent's proposal and
+call swapped, nothing else changed.
+
+The reason is one token in a few hundred, and a small model lowers its loss more cheaply by
+preferring one reason, or by remembering each training conversation's, than by reading which one
+the customer gave (bench/reason_probe.py: after four SFT epochs the right reason was as likely
+whatever the customer said; two more epochs fitted the training conversations and not held-out
+ones). In a pair that differs only in the customer's words neither shortcut predicts the reason;
+reading it does. This is counterfactual data augmentation, as used to break spurious features.
+Copies are marked `meta.counterfactual`.
 """
 
 from __future__ import annotations
@@ -103,3 +115,39 @@ def augmented_copies(records: list[dict[str, Any]], copies: int, seed: int = 0) 
     """`copies` renamed copies of every record (deterministic for a seed), originals not included."""
     rng = random.Random(seed)
     return [augment_record(rec, rng) for _ in range(copies) for rec in records]
+
+
+# --------------------------------------------------------------------------- counterfactual reasons
+def reason_counterfactual(record: dict[str, Any], reasons: dict[str, str]) -> dict[str, Any] | None:
+    """`record` with the cancellation reason swapped (customer words `reasons[r]`, agent text and
+    calls `r`), or None when the conversation has no cancellation with one of two known reasons."""
+    if len(reasons) != 2:
+        raise ValueError("a reason counterfactual swaps between exactly two reasons")
+    a, b = sorted(reasons)
+    swap = {a: b, b: a, reasons[a]: reasons[b], reasons[b]: reasons[a]}
+    if not any(_call_reason(c) in swap for m in record["messages"] for c in m.get("tool_calls") or []):
+        return None
+    pattern = re.compile("|".join(map(re.escape, sorted(swap, key=len, reverse=True))))
+
+    def swapped(s: str) -> str:
+        return pattern.sub(lambda m: swap[m.group(0)], s)
+
+    messages = []
+    for m in record["messages"]:
+        m = dict(m)
+        if m.get("content") is not None and m.get("role") != "system":
+            m["content"] = swapped(str(m["content"]))
+        if m.get("tool_calls"):
+            m["tool_calls"] = [rewrite_call(c, swapped) for c in m["tool_calls"]]
+        messages.append(m)
+    return {**record, "messages": messages, "meta": {**record.get("meta", {}), "counterfactual": "reason"}}
+
+
+def reason_counterfactuals(records: list[dict[str, Any]], reasons: dict[str, str]) -> list[dict[str, Any]]:
+    """The reason-swapped copy of every record that has one (originals not included)."""
+    return [c for c in (reason_counterfactual(r, reasons) for r in records) if c is not None]
+
+
+def _call_reason(call: dict[str, Any]) -> str | None:
+    fn = call.get("function", {})
+    return str(_args(fn.get("arguments")).get("reason")) if fn.get("name") == "cancel_pending_order" else None

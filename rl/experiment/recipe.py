@@ -66,6 +66,11 @@ class ExperimentRecipe(BaseModel):
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
     shuffle_refs: bool = False  # random reference numbers per conversation (tried: the tiny model stops copying)
     constrain_calls: bool = True  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
+    spaced_values: bool = True  # free-text call arguments shown with a leading space (rl/chat/views.py)
+    # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py). With both on,
+    # the cold start reads the customer's reason (bench/reason_probe.py: 0.93 / 0.92 on the right one,
+    # 0.35 / 0.34 without): bench/results/README.md.
+    sft_reason_counterfactuals: bool = True
     sft_augment_copies: int = 0  # identifier-augmented copies per cold-start conversation (rl/coldstart/augment.py)
     max_turns: int = 14
     max_new_tokens: int = 80
@@ -85,7 +90,7 @@ class ExperimentRecipe(BaseModel):
         """The recipe's view without a name list (`view_with_names` adds the one learned from data)."""
         return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
                         compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
-                        constrain_calls=self.constrain_calls)
+                        constrain_calls=self.constrain_calls, spaced_values=self.spaced_values)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

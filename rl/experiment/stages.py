@@ -60,6 +60,11 @@ class Stages:
         from rl.coldstart.sft import read_records
 
         records = read_records(self.out / "coldstart" / "filtered.jsonl")
+        if self.recipe.sft_reason_counterfactuals:
+            from rl.coldstart.augment import reason_counterfactuals
+            from rl.tasks.goals import REASONS
+
+            records = records + reason_counterfactuals(records, REASONS)
         if self.recipe.sft_augment_copies:
             from rl.coldstart.augment import augmented_copies
 

@@ -147,6 +147,8 @@ class LocalPolicy:
         ep.seen = len(messages) + 1
         text = decode(self.tok, ids)
         msg = reply_message(ep.refs.expand(text) if ep.refs else text, call_id_prefix=f"{episode_id}_{ep.seen}")
+        if self.view.spaced_values and msg.get("tool_calls"):
+            msg["tool_calls"] = [self.view.read_call(c) for c in msg["tool_calls"]]
         msg["raw"] = text
         return msg
 
@@ -159,11 +161,13 @@ class LocalPolicy:
         offered = [t for t in tools if keep is None or t.get("function", t)["name"] in keep]
         if not offered:
             return None
-        key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())))
+        key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())),
+               self.view.spaced_values)
         g = _GRAMMARS.get(key)
         if g is None or g.tokenizer is not self.tok:
             g = _GRAMMARS[key] = ToolCallGrammar(offered, self.tok, text_tokens=self.view.extra_tokens,
-                                                 ref_params=self.view.ref_params)
+                                                 ref_params=self.view.ref_params,
+                                                 spaced_values=self.view.spaced_values)
         return g
 
     def new_episode(self, key: str = "") -> _Episode:

@@ -190,6 +190,18 @@ def test_reference_parameters_take_one_reference_and_free_strings_are_bounded(to
     assert g.consume(g.start(), body("return_delivered_order_items", {**long, "payment_method_id": "x" * 10})) == END
 
 
+def test_spaced_values_start_free_strings_and_enums_with_one_space(tok):
+    g = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"},
+                        spaced_values=True)
+    assert g.consume(g.start(), body("cancel_pending_order", {"order_id": "<order_1>",
+                                                              "reason": " no longer needed"})) == END
+    for bad in ("no longer needed", "  no longer needed", " nope"):
+        assert g.consume(g.start(), body("cancel_pending_order", {"order_id": "<order_1>", "reason": bad})) != END
+    ok = {"order_id": "<order_1>", "item_ids": ["<num_1>"], "payment_method_id": " gc"}
+    assert g.consume(g.start(), body("return_delivered_order_items", ok)) == END
+    assert g.consume(g.start(), body("return_delivered_order_items", {**ok, "payment_method_id": "gc"})) != END
+
+
 def test_a_conversation_can_call_only_with_the_references_it_has_shown(tok):
     g = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"})
     assert g.needs("cancel_pending_order") == {"order"} and g.needs("return_delivered_order_items") == {"order", "num"}

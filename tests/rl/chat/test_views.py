@@ -111,3 +111,36 @@ def test_view_settings_survive_the_manifest():
     old = {k: v for k, v in view.describe().items() if k not in ("shuffle_refs", "constrain_calls")}
     assert ChatView.from_manifest(old) == dataclasses.replace(view, shuffle_refs=False, constrain_calls=False)
     assert view.ref_params["order_id"] == "order" and ChatView().ref_params == {}
+
+
+def test_spaced_values_give_a_free_text_argument_the_tokens_of_the_customers_words():
+    view = ChatView(refs=True, spaced_values=True)
+    call = {"id": "c", "type": "function", "function": {"name": "cancel_pending_order", "arguments": json.dumps(
+        {"order_id": "#W1111111", "reason": "no longer needed"})}}
+    msgs = [{"role": "user", "content": "Cancel #W1111111, I no longer need it"},
+            {"role": "assistant", "content": "", "tool_calls": [call]}]
+    shown = json.loads(view.messages(msgs)[1]["tool_calls"][0]["function"]["arguments"])
+    assert shown == {"order_id": "<order_1>", "reason": " no longer needed"}  # the reference is not spaced
+    written = {**call, "function": {**call["function"], "arguments": json.dumps(shown)}}
+    assert json.loads(view.read_call(written)["function"]["arguments"]) == {"order_id": "<order_1>",
+                                                                           "reason": "no longer needed"}
+    assert view.read_call({"function": {"name": "x", "arguments": "not json"}})["function"]["arguments"] == "not json"
+    plain = ChatView(refs=True)
+    assert plain.show_call(call) == call and plain.read_call(written) == written
+    assert ChatView.from_manifest(view.describe()) == view
+    assert ChatView.from_manifest({k: v for k, v in view.describe().items() if k != "spaced_values"}) == plain
+
+
+def test_with_spaced_values_a_quoted_argument_starts_with_the_words_customer_token():
+    from rl.chat.format import render_conversation
+    from rl.models.tokenizer import train_bpe
+
+    said = "I no longer need it."
+    msgs = [{"role": "user", "content": said}, {"role": "assistant", "content": "", "tool_calls": [{"function": {
+        "name": "cancel_pending_order", "arguments": {"order_id": "#W1", "reason": "no longer needed"}}}]}]
+    texts = [render_conversation(ChatView(spaced_values=s).messages(msgs)) for s in (True, False)] * 30
+    tok = train_bpe(texts, vocab_size=300)
+    word = tok.convert_ids_to_tokens(tok.encode(said, add_special_tokens=False))[1]  # "Ġno"
+    spaced, plain = (tok.convert_ids_to_tokens(tok.encode(t, add_special_tokens=False)) for t in texts[:2])
+    assert word == "Ġno" and spaced.count(word) == 2  # the customer's word and the call's: one token
+    assert plain.count(word) == 1  # unspaced, the call's "no" (after a quote) is another token

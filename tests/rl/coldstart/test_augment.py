@@ -58,3 +58,30 @@ def test_copies_differ_from_each_other_and_are_reproducible():
     copies = augmented_copies([RECORD], 4, seed=7)
     assert len({_text(c) for c in copies}) == 4
     assert [_text(c) for c in copies] == [_text(c) for c in augmented_copies([RECORD], 4, seed=7)]
+
+
+def test_a_reason_counterfactual_swaps_only_the_customers_reason_and_the_agents():
+    from rl.coldstart.augment import reason_counterfactual, reason_counterfactuals
+    from rl.tasks.goals import REASONS
+
+    said = "Cancel it, I ordered it by mistake."
+    rec = {"tools": [], "meta": {"task_id": "t"}, "messages": [
+        {"role": "system", "content": "Cancel with a reason: no longer needed or ordered by mistake."},
+        {"role": "user", "content": said},
+        {"role": "assistant", "content": "To confirm, I will cancel order #W1, reason: ordered by mistake. (yes/no)?"},
+        {"role": "user", "content": "Yes."},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function", "function": {
+            "name": "cancel_pending_order",
+            "arguments": json.dumps({"order_id": "#W1", "reason": "ordered by mistake"})}}]},
+        {"role": "tool", "tool_call_id": "c", "content": '{"order_id": "#W1", "status": "cancelled"}'}]}
+    out = reason_counterfactual(rec, REASONS)
+    m = out["messages"]
+    assert m[0] == rec["messages"][0]  # the system prompt lists both reasons: unchanged
+    assert m[1]["content"] == "Cancel it, I no longer need it."
+    assert m[2]["content"] == "To confirm, I will cancel order #W1, reason: no longer needed. (yes/no)?"
+    call = json.loads(m[4]["tool_calls"][0]["function"]["arguments"])
+    assert call == {"order_id": "#W1", "reason": "no longer needed"}
+    assert m[3] == rec["messages"][3] and m[5] == rec["messages"][5]
+    assert out["meta"] == {"task_id": "t", "counterfactual": "reason"} and rec["messages"][1]["content"] == said
+    assert reason_counterfactual(out, REASONS)["messages"] == rec["messages"]  # swapping twice is the original
+    assert reason_counterfactuals([RECORD, rec], REASONS) == [out]  # no cancellation: no counterfactual

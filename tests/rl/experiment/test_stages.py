@@ -49,3 +49,22 @@ def test_shuffled_references_in_sft_records_are_consistent_within_a_conversation
     calls = [c for m in rec["messages"] for c in m.get("tool_calls") or []]
     assert any(order in json.dumps(c["function"]["arguments"]) for c in calls)  # the call names the order it was told
     assert st._sft_records() == [rec]  # the same numbers every time the records are built
+
+
+def test_reason_counterfactuals_and_spaced_values_unless_the_recipe_turns_them_off(tmp_path):
+    cancel = {"role": "assistant", "content": "", "tool_calls": [{"id": "c3", "type": "function", "function": {
+        "name": "cancel_pending_order", "arguments": {"order_id": "#W8520591", "reason": "no longer needed"}}}]}
+    said = {"role": "user", "content": "I no longer need it."}
+    (tmp_path / "coldstart").mkdir()
+    (tmp_path / "coldstart" / "filtered.jsonl").write_text(
+        json.dumps({**RECORD, "messages": [*RECORD["messages"], said, cancel]}) + "\n")
+    st = Stages(get_recipe("smoke"), tmp_path, env=None, report=_Quiet())  # both on by default
+    original, swapped = st._sft_records()
+    assert original["messages"][-2]["content"] == "I no longer need it."
+    assert swapped["messages"][-2]["content"] == "I ordered it by mistake."
+    args = [r["messages"][-1]["tool_calls"][0]["function"]["arguments"] for r in (original, swapped)]
+    assert args == [{"order_id": "<order_1>", "reason": " no longer needed"},
+                    {"order_id": "<order_1>", "reason": " ordered by mistake"}]
+    off = get_recipe("smoke").model_copy(update={"sft_reason_counterfactuals": False, "spaced_values": False})
+    [plain] = Stages(off, tmp_path, None, _Quiet())._sft_records()
+    assert plain["messages"][-1]["tool_calls"][0]["function"]["arguments"]["reason"] == "no longer needed"
