@@ -89,7 +89,9 @@ def sft(model_dir: Annotated[Path, typer.Option("--model", help="model folder to
         epochs: Annotated[float | None, typer.Option("--epochs", min=0.01)] = None,
         lr: Annotated[float | None, typer.Option("--lr", min=0.0)] = None,
         batch_size: Annotated[int | None, typer.Option("--batch-size", min=1)] = None) -> None:
-    """Cold-start SFT with the loss on assistant tokens only."""
+    """Cold-start SFT with the loss on assistant tokens only (plus the recipe's counterfactual and
+    augmented copies of the conversations)."""
+    from rl.coldstart.augment import sft_training_records
     from rl.coldstart.sft import sft_train
     from rl.models.tiny import load_model_folder, save_model_folder
 
@@ -101,8 +103,10 @@ def sft(model_dir: Annotated[Path, typer.Option("--model", help="model folder to
         raise typer.Exit(2)
     model, tok, manifest = load_model_folder(model_dir)
     view = ChatView.from_manifest(manifest.get("view"))  # the layout the model was made for
+    training = sft_training_records(_records(data), counterfactuals=r.sft_reason_counterfactuals,
+                                    augment_copies=r.sft_augment_copies, seed=r.task_seed)
     records = [{"messages": view.messages(x["messages"]), "tools": view.tool_list(x.get("tools") or [])}
-               for x in _records(data)]
+               for x in training]
     total = max(1, round(math.ceil(len(records) / cfg.batch_size) * cfg.epochs))
     with _bar("sft") as bar:
         task = bar.add_task("sft", total=total, info="")

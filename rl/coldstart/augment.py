@@ -151,3 +151,16 @@ def reason_counterfactuals(records: list[dict[str, Any]], reasons: dict[str, str
 def _call_reason(call: dict[str, Any]) -> str | None:
     fn = call.get("function", {})
     return str(_args(fn.get("arguments")).get("reason")) if fn.get("name") == "cancel_pending_order" else None
+
+
+def sft_training_records(records: list[dict[str, Any]], *, counterfactuals: bool, augment_copies: int = 0,
+                         seed: int = 0) -> list[dict[str, Any]]:
+    """The records a recipe's SFT trains on: the cold-start records, their reason counterfactuals
+    (`counterfactuals`) when asked, then `augment_copies` identifier-augmented copies of all of them."""
+    if counterfactuals:
+        from rl.tasks.goals import REASONS
+
+        records = records + reason_counterfactuals(records, REASONS)
+    if augment_copies:
+        records = records + augmented_copies(records, augment_copies, seed=seed)
+    return records

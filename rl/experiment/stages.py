@@ -57,18 +57,13 @@ class Stages:
         return write_jsonl(kept, kept_path)
 
     def _sft_records(self) -> list[dict[str, Any]]:
+        from rl.coldstart.augment import sft_training_records
         from rl.coldstart.sft import read_records
 
-        records = read_records(self.out / "coldstart" / "filtered.jsonl")
-        if self.recipe.sft_reason_counterfactuals:
-            from rl.coldstart.augment import reason_counterfactuals
-            from rl.tasks.goals import REASONS
-
-            records = records + reason_counterfactuals(records, REASONS)
-        if self.recipe.sft_augment_copies:
-            from rl.coldstart.augment import augmented_copies
-
-            records = records + augmented_copies(records, self.recipe.sft_augment_copies, seed=self.recipe.task_seed)
+        recipe = self.recipe
+        records = sft_training_records(read_records(self.out / "coldstart" / "filtered.jsonl"),
+                                       counterfactuals=recipe.sft_reason_counterfactuals,
+                                       augment_copies=recipe.sft_augment_copies, seed=recipe.task_seed)
         return [{"messages": self.view.messages(r["messages"]), "tools": self.view.tool_list(r["tools"])}
                 for r in records]
 
