@@ -30,7 +30,9 @@ reason a customer gives ("I no longer need it.") and the one the agent must writ
 and writing it is a learned translation instead of the copy the model already does for references.
 The paper-table cold start never learned that translation: the probability of the right reason did
 not depend on the customer's (bench/reason_probe.py: 0.35 after "I no longer need it", 0.34 after
-"I ordered it by mistake"), and it typed addresses it had read as other streets and cities.
+"I ordered it by mistake"). Spaced values together with reason-swapped SFT copies
+(rl/coldstart/augment.py) made it read the reason (0.93 / 0.92); neither was measured alone in
+the cpu-tiny recipe (bench/results/README.md).
 """
 
 from __future__ import annotations
@@ -157,8 +159,11 @@ class ChatView:
 
     def show_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """A recorded tool call as the model writes it under this view (free-text values spaced)."""
-        return _map_arguments(call, lambda args: {k: f" {v}" if k in self.spaced_params(args) else v
-                                                  for k, v in args.items()})
+        def space(args: dict[str, Any]) -> dict[str, Any]:
+            spaced = self.spaced_params(args)
+            return {k: f" {v}" if k in spaced else v for k, v in args.items()}
+
+        return _map_arguments(call, space)
 
     def read_call(self, call: dict[str, Any]) -> dict[str, Any]:
         """A tool call the model wrote, as the store takes it (the view's leading spaces removed)."""
