@@ -18,9 +18,9 @@ from pathlib import Path
 
 import torch
 
+from rl.policies.wording import REASON_LEAD as MARK
 from rl.tasks.goals import REASONS as CUSTOMER_WORDS
 
-MARK = "with the reason '"
 REASONS = tuple(CUSTOMER_WORDS)  # the cancellation reasons the tool accepts
 
 

@@ -55,13 +55,16 @@ def _pay(pm_id: str, pms: dict[str, dict]) -> str:
     return text + (f" ({pm_id})" if pm.get("source") == "gift_card" else "")
 
 
+REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (bench/reason_probe.py)
+
+
 def describe(action: Action, messages: list[Message]) -> str:
     items, pms = _records(messages)
     a = action.arguments
     ref = order_ref(str(a.get("order_id", "")))
     n = action.name
     if n == "cancel_pending_order":
-        return f"cancel order {ref} with the reason '{a.get('reason')}'; the refund goes to the original payment"
+        return f"cancel order {ref} {REASON_LEAD}{a.get('reason')}'; the refund goes to the original payment"
     if n == "modify_pending_order_address":
         return f"change the shipping address of order {ref} to {address_text(a)}"
     if n == "modify_pending_order_payment":
