@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from rl.chat.call_grammar import CallConstraint
 
@@ -45,6 +46,46 @@ class PrefixCache:
         return int(self.layers[0][0].shape[1]) if self.layers else 0
 
 
+class ReservedLayer(DynamicLayer):
+    """A `DynamicLayer` whose keys and values live in a buffer with room for `headroom` more tokens:
+    a decoding step writes its token in place instead of concatenating (which copies the whole
+    cache every step). `keys` / `values` are views of the filled part, as a `DynamicLayer`'s would be."""
+
+    def __init__(self, headroom: int) -> None:
+        super().__init__()
+        self.headroom = max(1, headroom)
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+        self._n = 0
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object,
+               **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self._k is None or self._v is None or self._n + n > self._k.shape[-2]:
+            size = self._n + n + self.headroom
+            k = key_states.new_empty((*key_states.shape[:-2], size, key_states.shape[-1]))
+            v = value_states.new_empty((*value_states.shape[:-2], size, value_states.shape[-1]))
+            if self._k is not None and self._v is not None and self._n:
+                k[..., : self._n, :] = self._k[..., : self._n, :]
+                v[..., : self._n, :] = self._v[..., : self._n, :]
+            self._k, self._v = k, v
+        self._k[..., self._n: self._n + n, :] = key_states
+        self._v[..., self._n: self._n + n, :] = value_states
+        self._n += n
+        self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
+        return self.keys, self.values
+
+
+def reserved_cache(num_layers: int, headroom: int) -> DynamicCache:
+    """A `DynamicCache` of `ReservedLayer`s (`headroom`: the tokens a generation will add)."""
+    cache = DynamicCache()
+    cache.layers = [ReservedLayer(headroom) for _ in range(num_layers)]
+    cache.layer_class_to_replicate = None
+    return cache
+
+
 @torch.no_grad()
 def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches: list[PrefixCache | None], *,
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
@@ -76,10 +117,9 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
         attention[i, lc + ls - len(s):] = 1
         input_ids[i, ls - len(s):] = torch.tensor(s, dtype=torch.long)
         positions[i, ls - len(s):] = torch.arange(k, k + len(s))
-    cache = None
+    # room for what this call adds: the new part of each prompt (when a cached prefix comes first) and the generation
+    cache = reserved_cache(model.config.num_hidden_layers, headroom=max_new_tokens + (ls if lc else 0))
     if lc:
-        from transformers.cache_utils import DynamicCache
-
         data = []
         ref = next(c for c, k in zip(caches, cached, strict=True) if k)
         for layer in range(len(ref.layers)):
@@ -92,7 +132,8 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
                         t[i, :, lc - k:] = c.layers[layer][which]
                 kv.append(t.to(device))
             data.append(tuple(kv))
-        cache = DynamicCache(ddp_cache_data=data)
+        for layer, (k, v) in zip(cache.layers, data, strict=True):
+            layer.update(k, v)
     attention, input_ids, positions = attention.to(device), input_ids.to(device), positions.to(device)
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, cache=cache, use_cache=True,
                 logits_to_keep=1)

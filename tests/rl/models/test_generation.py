@@ -6,8 +6,9 @@ import random
 
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
+from transformers.cache_utils import DynamicLayer
 
-from rl.models.generation import generate_batch, generate_continuing
+from rl.models.generation import ReservedLayer, generate_batch, generate_continuing
 
 VOCAB, EOS, PAD = 120, 1, 0
 
@@ -55,3 +56,29 @@ def test_rows_that_finish_early_keep_exact_caches():
         ref = model(input_ids=torch.tensor([full[: c.length]]), use_cache=True).cache
         assert torch.allclose(ref.layers[0].keys[0], c.layers[0][0], atol=1e-4)
         assert torch.allclose(ref.layers[-1].values[0], c.layers[-1][1], atol=1e-4)
+
+
+def test_reserved_layer_holds_what_concatenation_would_and_grows_past_its_headroom():
+    torch.manual_seed(0)
+    reserved, plain = ReservedLayer(headroom=3), DynamicLayer()
+    for n in (5, 1, 1, 1, 4, 1):  # prefill, three steps within the headroom, then past it twice
+        k, v = torch.randn(2, 1, n, 8), torch.randn(2, 1, n, 8)
+        got, want = reserved.update(k, v), plain.update(k, v)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert reserved.get_seq_length() == plain.get_seq_length()
+    assert reserved.keys.shape == (2, 1, 13, 8)
+
+
+def test_generation_matches_a_plain_forward_of_the_whole_sequence():
+    model = _model()
+    rng = random.Random(5)
+    prompts = [[rng.randrange(2, VOCAB) for _ in range(n)] for n in (7, 12)]
+    gens = generate_batch(model, prompts, max_new_tokens=8, eos_id=EOS, pad_id=PAD, greedy=True)
+    for p, gen in zip(prompts, gens, strict=True):
+        full = torch.tensor([p + gen.ids])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=full).logits[0].float(), -1)
+        want = [int(logp[len(p) - 1 + i].argmax()) for i in range(len(gen.ids))]
+        assert gen.ids == want
+        got = [float(logp[len(p) - 1 + i, t]) for i, t in enumerate(gen.ids)]
+        assert torch.allclose(torch.tensor(got), torch.tensor(gen.logprobs), atol=1e-4)
