@@ -35,6 +35,9 @@ TINY_SYSTEM_PROMPT = (
 TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_user_details",
               "cancel_pending_order", "modify_pending_order_address", "return_delivered_order_items",
               "transfer_to_human_agents")
+# Every cold-start conversation names one order. Adding one that names a second (`multi_cancel_cancel`
+# or `multi_info_cancel`) makes shifts to another order reachable but did not raise MUA-RL and costs
+# 3.5-4.5 min of SFT (development runs in bench/results/README.md); try it with `--set cold_start_mix=...`.
 COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", "modify_address"]
 # A refused cancellation alone is left out of RL and evaluation: doing nothing already earns its reward.
 EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "shift_modify_address_cancel",

@@ -258,6 +258,7 @@ SCHEDULE: list[tuple[str, Builder]] = [
     ("late_exchange", _one("exchange", late=True)), ("late_modify_items", _one("modify_items", late=True)),
     ("late_return", _one("return", late=True)),
     ("identity_mistake", _identity(_one("cancel"))), ("identity_other", _with_other_customer(_one("return"))),
+    ("multi_cancel_cancel", _multi(["cancel", "cancel"])), ("multi_info_cancel", _multi(["info_status", "cancel"])),
 ]
 
 

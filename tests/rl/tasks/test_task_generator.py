@@ -123,3 +123,21 @@ def test_order_status_answers_cannot_be_guessed(generated_tasks, tau_retail):
         tracking = {tr for oid in order_ids if oid in tau_retail["orders"]
                     for f in tau_retail["orders"][oid]["fulfillments"] for tr in f["tracking_id"]}
         assert any(out in tracking for out in task.outputs), task.id
+
+
+@pytest.mark.parametrize(("category", "first_kind"), [("multi_cancel_cancel", "cancel"),
+                                                     ("multi_info_cancel", "info")])
+def test_a_second_request_names_another_order_of_the_same_customer(tau_retail, category, first_kind):
+    tasks = generate_tasks(tau_retail, 4, seed=2, snapshot="tau-retail", categories=[category])
+    for t in tasks:
+        first, second = t.script.goals
+        assert "goal_shift" not in t.tags and "multi_intent" in t.tags
+        assert (first.kind, second.kind) == (first_kind, "cancel") and first.shift is None
+        assert first.order_id != second.order_id
+        for g in (first, second):
+            assert tau_retail["orders"][g.order_id]["user_id"] == t.customer.user_id
+        assert tau_retail["orders"][second.order_id]["status"] == "pending"
+        writes = [a for a in t.gold_actions if a.name == "cancel_pending_order"]
+        assert writes[-1].arguments["order_id"] == second.order_id
+        assert len(writes) == (2 if first_kind == "cancel" else 1)
+        assert second.say.startswith("One more thing: ")
