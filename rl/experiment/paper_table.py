@@ -1,7 +1,9 @@
 """`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one process.
 
 Stages (each writes its result under DIR and is skipped when that result is already there, so an
-interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint):
+interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
+table lists the stages a run reused in `reused_stages`, and `table.md` says so, since its wall time
+then counts only the stages run):
 1. tasks: cold-start, RL and evaluation task sets from the store, on disjoint customers
    (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
 2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
@@ -98,6 +100,7 @@ class Experiment:
         torch.set_num_threads(self.recipe.threads)
         (self.out / "recipe.json").write_text(self.recipe.model_dump_json(indent=1))
         data = resolve_store(self.recipe.store, self.data_dir)
+        reused = ["tasks"] if self._done("tasks") else []
         tasks = self.tasks(data)
         timings: dict[str, float] = {}
         with ExperimentEnv(self.server_url, data, self.recipe.store, self.recipe.pool_size) as env:
@@ -106,23 +109,29 @@ class Experiment:
             st = Stages(self.recipe, self.out, env, self.report)
             for name, fn in [("cold_start_data", lambda: st.cold_start_data(tasks["cold_start"])),
                              ("base_model", st.base_model), ("sft", st.sft)]:
+                if self._done(name):
+                    reused.append(name)
                 t0 = time.perf_counter()
                 fn()
                 timings[name] = time.perf_counter() - t0
             rows: dict[str, dict[str, Any]] = {}
             for row in ROWS:
                 if row in GRPO_RUNS:
+                    if self._done(f"grpo_{row}"):
+                        reused.append(f"grpo_{row}")
                     t0 = time.perf_counter()
                     init, user = GRPO_RUNS[row]
                     st.grpo(row, init, user, tasks["rl"])
                     timings[f"grpo_{row}"] = time.perf_counter() - t0
+                if self._done(f"eval_{row}"):
+                    reused.append(f"eval_{row}")
                 t0 = time.perf_counter()
                 rows[row] = st.evaluate(row, tasks["eval"])
                 timings[f"eval_{row}"] = time.perf_counter() - t0
         wall = time.perf_counter() - start
         table = {"rows": rows, "n_eval_tasks": len(tasks["eval"]), "wall_seconds": round(wall, 1),
                  "command": self.command, "recipe": self.recipe.name,
-                 "stage_seconds": {k: round(v, 1) for k, v in timings.items()}}
+                 "stage_seconds": {k: round(v, 1) for k, v in timings.items()}, "reused_stages": reused}
         (self.out / "table.json").write_text(json.dumps(table, indent=1))
         (self.out / "table.md").write_text(table_markdown(table))
         from rl.experiment.plots import plot_curves
@@ -130,6 +139,14 @@ class Experiment:
         plot_curves(self.out)
         write_failures(self.out)
         return table
+
+    def _done(self, stage: str) -> bool:
+        """Whether `stage`'s result is already in the folder (the stage will be skipped, not rerun)."""
+        kind, _, row = stage.partition("_")
+        marker = {"tasks": "tasks/eval.json", "cold_start_data": "coldstart/filtered.jsonl",
+                  "base_model": "models/base/manifest.json", "sft": "models/cold_start/manifest.json",
+                  "grpo": f"models/{row}/manifest.json", "eval": f"eval/{row}/summary.json"}
+        return (self.out / marker[stage if stage in marker else kind]).exists()
 
     def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
         from rl.tasks.schema import load_tasks, save_tasks
@@ -193,9 +210,11 @@ def table_markdown(table: dict[str, Any]) -> str:
     tags = sorted({t for r in rows.values() for t in r["by_tag"] if not t.startswith("category:")})
     lines = [f"# Paper table (recipe {table.get('recipe', '?')})", "",
              f"{table['n_eval_tasks']} held-out tasks, scripted customers, greedy, one trial each; "
-             f"pass^1 and TCR in %. Wall time {table['wall_seconds'] / 60:.1f} min.", "",
-             "| model | pass^1 | TCR | " + " | ".join(tags) + " |",
-             "|---|---|---|" + "---|" * len(tags)]
+             f"pass^1 and TCR in %. Wall time {table['wall_seconds'] / 60:.1f} min.", ""]
+    if table.get("reused_stages"):
+        lines += [f"Resumed: {', '.join(table['reused_stages'])} were already in the folder and were not rerun; "
+                  "the wall time counts only the stages run here.", ""]
+    lines += ["| model | pass^1 | TCR | " + " | ".join(tags) + " |", "|---|---|---|" + "---|" * len(tags)]
     for name, r in rows.items():
         cells = [f"{100 * r['by_tag'][t]['pass1']:.1f} (n={r['by_tag'][t]['n']})" if t in r["by_tag"] else "-"
                  for t in tags]

@@ -4,10 +4,11 @@
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
 compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
 their grammar), a short system prompt, short conversations (at most 14 turns) and short agent
-turns; GRPO at lr 5e-5 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
+turns; GRPO at lr 1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
 Task mixes (all from the tau retail store, on disjoint customers):
-- cold start: single-intent tasks only (cancel, a refused cancellation, an order-status question,
-  an address change) - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
+- cold start: single-intent tasks (cancel, a refused cancellation, an order-status question, an
+  address change) and two cancellations of two orders one after the other - no goal shifts, no
+  haggling - played by the teacher (rl/coldstart/teacher.py);
 - RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
   shifts (the customer drops a cancellation or an address change for another cancellation) and
   haggling (insisting on a forbidden cancellation, then returning items), goal shifts weighted up;
@@ -35,10 +36,10 @@ TINY_SYSTEM_PROMPT = (
 TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_user_details",
               "cancel_pending_order", "modify_pending_order_address", "return_delivered_order_items",
               "transfer_to_human_agents")
-# Every cold-start conversation names one order. Adding one that names a second (`multi_cancel_cancel`
-# or `multi_info_cancel`) makes shifts to another order reachable but did not raise MUA-RL and costs
-# 3.5-4.5 min of SFT (development runs in bench/results/README.md); try it with `--set cold_start_mix=...`.
-COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", "modify_address"]
+# Two cancellations of two orders (`multi_cancel_cancel`, multi-intent, not a goal shift) give the
+# cold start conversations that act on a second order (`<order_2>`): without them no cold-start
+# conversation names one, and RL never reaches a shift to another order (bench/results/README.md).
+COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", "modify_address", "multi_cancel_cancel"]
 # A refused cancellation alone is left out of RL and evaluation: doing nothing already earns its reward.
 EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "shift_modify_address_cancel",
             "haggle_cancel"]
@@ -80,7 +81,7 @@ class ExperimentRecipe(BaseModel):
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=5e-5, kl_coef=0.001,
+    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
                                   mini_batches=2, loss_agg="seq-mean-token-mean")
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open

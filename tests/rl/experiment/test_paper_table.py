@@ -58,6 +58,10 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
         assert {customer_bucket(t.customer.user_id) for t in ts} == {name}
         assert len({(t.customer.user_id, json.dumps([a.model_dump() for a in t.gold_actions])) for t in ts}) == len(ts)
     assert not any("goal_shift" in t.tags or "haggle" in t.tags for t in sets["cold_start"])
-    # a second run finds every stage done and only rebuilds the table
+    # a second run finds every stage done, only rebuilds the table and says that it reused them
+    assert table["reused_stages"] == [] and "Resumed" not in (out / "table.md").read_text()
     again = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
     assert again["rows"] == table["rows"]
+    assert again["reused_stages"] == ["tasks", "cold_start_data", "base_model", "sft", "eval_base", "eval_cold_start",
+                                      *[s for r in ROWS[2:] for s in (f"grpo_{r}", f"eval_{r}")]]
+    assert "Resumed: tasks, cold_start_data" in (out / "table.md").read_text()
