@@ -37,6 +37,7 @@ from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
 ROWS = ["base", "cold_start", "mua_rl", "no_cold_start", "static_query"]
+TASK_SETS = ("cold_start", "rl", "eval")
 GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
              "static_query": ("cold_start", "scripted-static")}
 
@@ -142,19 +143,18 @@ class Experiment:
 
     def _done(self, stage: str) -> bool:
         """Whether `stage`'s result is already in the folder (the stage will be skipped, not rerun)."""
-        kind, _, row = stage.partition("_")
-        marker = {"tasks": "tasks/eval.json", "cold_start_data": "coldstart/filtered.jsonl",
-                  "base_model": "models/base/manifest.json", "sft": "models/cold_start/manifest.json",
-                  "grpo": f"models/{row}/manifest.json", "eval": f"eval/{row}/summary.json"}
-        return (self.out / marker[stage if stage in marker else kind]).exists()
+        from rl.experiment.stages import result_marker
+
+        if stage == "tasks":
+            return all((self.out / "tasks" / f"{n}.json").exists() for n in TASK_SETS)
+        return result_marker(self.out, stage).exists()
 
     def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
         from rl.tasks.schema import load_tasks, save_tasks
 
         folder = self.out / "tasks"
-        names = ("cold_start", "rl", "eval")
-        if all((folder / f"{n}.json").exists() for n in names):
-            return {n: load_tasks(folder / f"{n}.json") for n in names}
+        if self._done("tasks"):
+            return {n: load_tasks(folder / f"{n}.json") for n in TASK_SETS}
         self.report.stage("tasks")
         sets = build_task_sets(self.recipe, data)
         for n, ts in sets.items():

@@ -17,6 +17,21 @@ def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
         f.write(json.dumps(obj) + "\n")
 
 
+def result_marker(out: Path, stage: str) -> Path:
+    """The file whose presence means `stage` is done (`cold_start_data`, `base_model`, `sft`,
+    `grpo_<row>`, `eval_<row>`): a stage whose marker exists is skipped, not rerun."""
+    fixed = {"cold_start_data": "coldstart/filtered.jsonl",
+             "base_model": "models/base/manifest.json", "sft": "models/cold_start/manifest.json"}
+    if stage in fixed:
+        return out / fixed[stage]
+    kind, _, row = stage.partition("_")
+    if kind == "grpo":
+        return out / "models" / row / "manifest.json"
+    if kind == "eval":
+        return out / "eval" / row / "summary.json"
+    raise ValueError(f"no such stage: {stage!r}")
+
+
 class Stages:
     def __init__(self, recipe: ExperimentRecipe, out: Path, env: Any, report: Any) -> None:
         self.recipe, self.out, self.env, self.report = recipe, out, env, report
@@ -37,7 +52,7 @@ class Stages:
     # ------------------------------------------------------------------ data
     def cold_start_data(self, tasks: list[Task]) -> Path:
         folder = self.out / "coldstart"
-        kept_path = folder / "filtered.jsonl"
+        kept_path = result_marker(self.out, "cold_start_data")
         if kept_path.exists():
             return kept_path
         from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
@@ -70,7 +85,7 @@ class Stages:
     # ------------------------------------------------------------------ models
     def base_model(self) -> Path:
         folder = self.model_dir("base")
-        if (folder / "manifest.json").exists():
+        if result_marker(self.out, "base_model").exists():
             return folder
         from rl.chat.format import render_conversation
         from rl.models.tiny import build_tiny_model, save_model_folder
@@ -89,7 +104,7 @@ class Stages:
 
     def sft(self) -> Path:
         folder = self.model_dir("cold_start")
-        if (folder / "manifest.json").exists():
+        if result_marker(self.out, "sft").exists():
             return folder
         from rl.coldstart.sft import sft_train
         from rl.models.tiny import load_model_folder, save_model_folder
@@ -116,7 +131,7 @@ class Stages:
 
     def grpo(self, row: str, init: str, user_spec: str, tasks: list[Task]) -> Path:
         folder = self.model_dir(row)
-        if (folder / "manifest.json").exists():
+        if result_marker(self.out, f"grpo_{row}").exists():
             return folder
         from rl.env.episode import EpisodeLimits
         from rl.grpo.rollout import EpisodeRollout
@@ -145,7 +160,7 @@ class Stages:
         from rl.experiment.paper_table import row_result
 
         folder = self.out / "eval" / row
-        if (folder / "summary.json").exists():
+        if result_marker(self.out, f"eval_{row}").exists():
             return row_result(json.loads((folder / "summary.json").read_text()))
         from rl.env.episode import EpisodeLimits
         from rl.eval.harness import evaluate

@@ -68,3 +68,15 @@ def test_reason_counterfactuals_and_spaced_values_unless_the_recipe_turns_them_o
     off = get_recipe("smoke").model_copy(update={"sft_reason_counterfactuals": False, "spaced_values": False})
     [plain] = Stages(off, tmp_path, None, _Quiet())._sft_records()
     assert plain["messages"][-1]["tool_calls"][0]["function"]["arguments"]["reason"] == "no longer needed"
+
+
+def test_each_stage_has_one_marker_and_unknown_stages_are_an_error(tmp_path):
+    import pytest
+
+    from rl.experiment.stages import result_marker
+
+    assert result_marker(tmp_path, "sft") == tmp_path / "models" / "cold_start" / "manifest.json"
+    assert result_marker(tmp_path, "grpo_mua_rl") == tmp_path / "models" / "mua_rl" / "manifest.json"
+    assert result_marker(tmp_path, "eval_cold_start") == tmp_path / "eval" / "cold_start" / "summary.json"
+    with pytest.raises(ValueError, match="no such stage"):
+        result_marker(tmp_path, "train_everything")
