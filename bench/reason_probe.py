@@ -38,7 +38,8 @@ def probe(out: Path, model_name: str, limit: int) -> dict[str, dict[str, float]]
     first = {r: tok.encode("'" + r, add_special_tokens=False)[1] for r in REASONS}
     seen: dict[str, list[list[float]]] = {r: [] for r in REASONS}
     for rec in records[:limit]:
-        msgs, tools = view.messages(rec["messages"]), view.tool_list(rec["tools"])
+        shown = view.record(rec)
+        msgs, tools = shown["messages"], shown["tools"]
         for i, m in enumerate(msgs):
             text = m.get("content") or ""
             if m["role"] != "assistant" or MARK not in text:

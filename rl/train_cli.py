@@ -71,8 +71,7 @@ def init(corpus: Annotated[Path, typer.Option("--corpus", help="cold-start JSONL
     r = _recipe(recipe)
     records = _records(corpus)
     view = r.view_with_names(records)
-    texts = [render_conversation(view.messages(x["messages"]), view.tool_list(x.get("tools") or []))
-             for x in records]
+    texts = [render_conversation(**view.record(x)) for x in records]
     tok = train_bpe(texts, vocab_size=vocab_size or r.vocab_size, extra_tokens=view.extra_tokens)
     model = build_tiny_model(tok, r.model)
     save_model_folder(model, tok, out, {"kind": "tiny-qwen3", "recipe": r.model.model_dump(), "parent": None,
@@ -105,8 +104,7 @@ def sft(model_dir: Annotated[Path, typer.Option("--model", help="model folder to
     view = ChatView.from_manifest(manifest.get("view"))  # the layout the model was made for
     training = sft_training_records(_records(data), counterfactuals=r.sft_reason_counterfactuals,
                                     augment_copies=r.sft_augment_copies, seed=r.task_seed)
-    records = [{"messages": view.messages(x["messages"]), "tools": view.tool_list(x.get("tools") or [])}
-               for x in training]
+    records = [view.record(x) for x in training]
     total = max(1, round(math.ceil(len(records) / cfg.batch_size) * cfg.epochs))
     with _bar("sft") as bar:
         task = bar.add_task("sft", total=total, info="")

@@ -173,6 +173,10 @@ class ChatView:
 
         return _map_arguments(call, unspace)
 
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A cold-start record (`messages`, `tools`) as this view shows it to the model."""
+        return {"messages": self.messages(record["messages"]), "tools": self.tool_list(record.get("tools") or [])}
+
     @property
     def extra_tokens(self) -> tuple[str, ...]:
         """Tokens a tokenizer for this view must hold whole."""

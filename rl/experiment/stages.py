@@ -79,8 +79,7 @@ class Stages:
         records = sft_training_records(read_records(self.out / "coldstart" / "filtered.jsonl"),
                                        counterfactuals=recipe.sft_reason_counterfactuals,
                                        augment_copies=recipe.sft_augment_copies, seed=recipe.task_seed)
-        return [{"messages": self.view.messages(r["messages"]), "tools": self.view.tool_list(r["tools"])}
-                for r in records]
+        return [self.view.record(r) for r in records]
 
     # ------------------------------------------------------------------ models
     def base_model(self) -> Path:

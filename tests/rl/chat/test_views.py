@@ -144,3 +144,17 @@ def test_with_spaced_values_a_quoted_argument_starts_with_the_words_customer_tok
     spaced, plain = (tok.convert_ids_to_tokens(tok.encode(t, add_special_tokens=False)) for t in texts[:2])
     assert word == "Ġno" and spaced.count(word) == 2  # the customer's word and the call's: one token
     assert plain.count(word) == 1  # unspaced, the call's "no" (after a quote) is another token
+
+
+def test_a_record_is_shown_with_the_views_messages_and_tools():
+    view = ChatView(tools=("cancel_pending_order",), compact_results=True, spaced_values=True)
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "cancel_pending_order",
+                         "arguments": '{"order_id": "#W1", "reason": "no longer needed"}'}}
+    record = {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}],
+              "tools": [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+                        for n in ("cancel_pending_order", "get_user_details")]}
+    shown = view.record(record)
+    assert shown == {"messages": view.messages(record["messages"]), "tools": view.tool_list(record["tools"])}
+    assert [t["function"]["name"] for t in shown["tools"]] == ["cancel_pending_order"]
+    assert '" no longer needed"' in shown["messages"][0]["tool_calls"][0]["function"]["arguments"]
