@@ -43,6 +43,10 @@ class RichReporter:
             text = "  ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
             self.progress.update(self.task, advance=n, **({"info": text} if text else {}))
 
+    def lane(self) -> RichReporter:
+        """Bars for stages that run in a worker process beside this reporter's."""
+        return RichReporter(self.progress)
+
 
 @experiment_app.command("paper-table")
 def paper_table(

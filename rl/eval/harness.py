@@ -49,8 +49,10 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
                    concurrency: int = 8, server_url: str | None = None, out_dir: Path | None = None,
                    seed: int = 0, limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
                    data_dir: Path | None = None, snapshots: dict[str, Snapshot] | None = None,
-                   on_episode: Callable[[Trajectory], None] | None = None) -> EvalResult:
-    """Run and score `trials` episodes of every task (see the module docstring)."""
+                   on_episode: Callable[[Trajectory], None] | None = None,
+                   max_sandboxes: int | None = None) -> EvalResult:
+    """Run and score `trials` episodes of every task (see the module docstring). `max_sandboxes`
+    caps each snapshot's pool (one server connection per sandbox; None: what the server allows)."""
     if trials < 1 or concurrency < 1:
         raise ValueError("trials and concurrency must be at least 1")
     if not tasks:
@@ -76,7 +78,7 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
             if snap is None:
                 snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
                 made.append(snap)
-            pools[ref] = await SandboxPool(snap, size=min(concurrency + 1, 32)).start()
+            pools[ref] = await SandboxPool(snap, size=min(concurrency + 1, 32), max_sandboxes=max_sandboxes).start()
             await precompute_gold_states([t for t in tasks if t.snapshot == ref], pools[ref], cache)
 
         async def one(task: Task, trial: int) -> Trajectory:

@@ -11,11 +11,16 @@ from rl.grpo.rollout import BackgroundLoop
 
 
 class ExperimentEnv:
-    def __init__(self, server_url: str | None, data: dict[str, Any], ref: str, pool_size: int = 32) -> None:
+    def __init__(self, server_url: str | None, data: dict[str, Any], ref: str, pool_size: int = 32, *,
+                 max_sandboxes: int | None = None) -> None:
+        """`max_sandboxes` caps the sandboxes (each one server connection) that this environment's
+        pools hold at once, e.g. a share of the server's connections when several environments run
+        side by side (rl/experiment/parallel.py); None: as many as the server allows."""
         from backend.db.engine import database_url, normalize_url
 
         self.server_url = normalize_url(server_url) if server_url else database_url()
         self.data, self.ref, self.pool_size = data, ref, pool_size
+        self.max_sandboxes = max_sandboxes
         self.loop: BackgroundLoop | None = None
         self.snapshot: Any = None
         self._pool: Any = None
@@ -28,7 +33,8 @@ class ExperimentEnv:
             from rl.env import SandboxPool
 
             assert self.loop is not None and self.snapshot is not None
-            self._pool = self.loop.run(SandboxPool(self.snapshot, size=self.pool_size).start())
+            self._pool = self.loop.run(SandboxPool(self.snapshot, size=self.pool_size,
+                                                      max_sandboxes=self.max_sandboxes).start())
         return self._pool
 
     def release_pool(self) -> None:

@@ -1,4 +1,4 @@
-"""`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one process.
+"""`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one command.
 
 Stages (each writes its result under DIR and is skipped when that result is already there, so an
 interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
@@ -16,6 +16,8 @@ then counts only the stages run):
    cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
 6. evaluation of the five models on the held-out tasks, greedy, scripted customers
    (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
+   stages 5 and 6 run side by side in the recipe's `workers` processes, each stage as soon as its
+   model exists (rl/experiment/parallel.py);
 7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`);
 8. `DIR/failures.json` and `DIR/failures.md`: why each row's failed episodes failed
    (rl/eval/failures.py; `muarl experiment failures --out DIR` recomputes them for a finished run).
@@ -45,6 +47,9 @@ GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "sc
 class Reporter(Protocol):
     def stage(self, name: str, total: int | None = None) -> None: ...
     def advance(self, n: int = 1, **info: Any) -> None: ...
+    def lane(self) -> Reporter:
+        """A reporter for stages that run at the same time as this one's (another progress bar)."""
+        ...
 
 
 class _Silent:
@@ -53,6 +58,9 @@ class _Silent:
 
     def advance(self, n: int = 1, **info: Any) -> None:
         pass
+
+    def lane(self) -> _Silent:
+        return self
 
 
 def customer_bucket(user_id: str) -> str:
@@ -104,6 +112,9 @@ class Experiment:
         reused = ["tasks"] if self._done("tasks") else []
         tasks = self.tasks(data)
         timings: dict[str, float] = {}
+        from rl.experiment.parallel import run_in_process, run_in_workers, training_and_evaluation_jobs
+
+        jobs = training_and_evaluation_jobs()
         with ExperimentEnv(self.server_url, data, self.recipe.store, self.recipe.pool_size) as env:
             from rl.experiment.stages import Stages
 
@@ -115,20 +126,14 @@ class Experiment:
                 t0 = time.perf_counter()
                 fn()
                 timings[name] = time.perf_counter() - t0
-            rows: dict[str, dict[str, Any]] = {}
-            for row in ROWS:
-                if row in GRPO_RUNS:
-                    if self._done(f"grpo_{row}"):
-                        reused.append(f"grpo_{row}")
-                    t0 = time.perf_counter()
-                    init, user = GRPO_RUNS[row]
-                    st.grpo(row, init, user, tasks["rl"])
-                    timings[f"grpo_{row}"] = time.perf_counter() - t0
-                if self._done(f"eval_{row}"):
-                    reused.append(f"eval_{row}")
-                t0 = time.perf_counter()
-                rows[row] = st.evaluate(row, tasks["eval"])
-                timings[f"eval_{row}"] = time.perf_counter() - t0
+            finished = {"base_model", "sft"} | {j.stage for j in jobs if self._done(j.stage)}
+            reused += [j.stage for j in jobs if j.stage in finished]
+            if self.recipe.workers <= 1:
+                timings |= run_in_process(st, jobs, finished, tasks)
+        if self.recipe.workers > 1:
+            timings |= run_in_workers(self.recipe, self.out, jobs, finished, server_url=self.server_url,
+                                      data_dir=self.data_dir, reporter=self.report)
+        rows = {row: row_result(json.loads((self.out / "eval" / row / "summary.json").read_text())) for row in ROWS}
         wall = time.perf_counter() - start
         table = {"rows": rows, "n_eval_tasks": len(tasks["eval"]), "wall_seconds": round(wall, 1),
                  "command": self.command, "recipe": self.recipe.name,

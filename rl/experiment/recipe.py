@@ -87,7 +87,9 @@ class ExperimentRecipe(BaseModel):
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
-    threads: int = 2
+    threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
+    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py)
+    workers: int = Field(default=2, ge=1)
 
     @property
     def view(self) -> ChatView:

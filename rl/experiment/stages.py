@@ -178,5 +178,5 @@ class Stages:
             tasks, policy, ScriptedCustomer(), trials=1, concurrency=r.eval_concurrency,
             server_url=self.env.server_url, out_dir=folder, limits=EpisodeLimits(max_turns=r.max_turns),
             system_prompt=r.system_prompt, snapshots={r.store: self.env.snapshot},
-            on_episode=lambda _t: self.report.advance(1)))
+            on_episode=lambda _t: self.report.advance(1), max_sandboxes=self.env.max_sandboxes))
         return row_result(result.summary)

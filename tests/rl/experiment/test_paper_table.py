@@ -65,3 +65,30 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     assert again["reused_stages"] == ["tasks", "cold_start_data", "base_model", "sft", "eval_base", "eval_cold_start",
                                       *[s for r in ROWS[2:] for s in (f"grpo_{r}", f"eval_{r}")]]
     assert "Resumed: tasks, cold_start_data" in (out / "table.md").read_text()
+    # A stage that fails in a worker stops the run: the error names the stage and carries the
+    # worker's traceback, and the workers drop the snapshots and sandboxes they made.
+    import asyncio
+    import shutil
+
+    import pytest
+
+    from rl.experiment.parallel import StageFailed
+
+    broken = tmp_path / "broken"
+    shutil.copytree(out, broken, ignore=shutil.ignore_patterns("eval", "grpo"))
+    for row in ROWS[2:]:
+        shutil.rmtree(broken / "models" / row)
+    (broken / "models" / "base" / "model.safetensors").write_bytes(b"not a model")
+    before = asyncio.run(_paper_databases(test_dbs.server_url))
+    with pytest.raises(StageFailed, match=r"(?s)stage (eval_base|grpo_no_cold_start) failed in worker \d.*Traceback"):
+        Experiment(recipe, broken, server_url=test_dbs.server_url, data_dir=tau_data_dir).run()
+    assert asyncio.run(_paper_databases(test_dbs.server_url)) <= before
+
+
+async def _paper_databases(server_url: str) -> set[str]:
+    from sqlalchemy import text
+
+    from backend.db.engine import admin_connection
+
+    async with admin_connection(server_url) as admin:
+        return set((await admin.execute(text("SELECT datname FROM pg_database WHERE datname LIKE 'paper%'"))).scalars())

@@ -1,0 +1,226 @@
+"""The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side by
+side in worker processes.
+
+Once the base model and the cold start exist, eight stages are left: three GRPO runs (each needs its
+initial model) and five evaluations (each needs its model). Each drives a ~2M-parameter model whose
+batched decoding keeps only about 1.2 of two cores busy (measured with `vmstat` during a GRPO run:
+a third of the machine idle), so `workers` processes take them in dependency order, the stage with
+the longest chain of work behind it first (a GRPO run before an evaluation). Each worker has
+`threads // workers` torch threads, its own snapshot of the store, sandbox pool and event loop, and
+a share of the server's connections (one per sandbox), so that the workers together stay within the
+server's `max_connections`. With one worker the same schedule runs in the calling process.
+
+A stage writes its result where `rl/experiment/stages.py` says and a finished stage is never rerun,
+so an interrupted run continues with the stages it had not finished. A failing stage stops the run:
+the other workers are terminated (they drop their sandboxes and snapshots on the way out) and the
+error names the stage and carries the worker's traceback.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from rl.experiment.paper_table import GRPO_RUNS, ROWS
+from rl.experiment.recipe import ExperimentRecipe
+
+log = structlog.get_logger(__name__)
+# A stage's weight when choosing what to start next: a GRPO run is about ten evaluations of work.
+_COST = {"grpo": 10.0, "eval": 1.0}
+
+
+@dataclass(frozen=True)
+class Job:
+    stage: str  # grpo_<row> or eval_<row> (rl/experiment/stages.py `result_marker`)
+    needs: str  # the stage whose result it starts from
+
+
+def training_and_evaluation_jobs() -> list[Job]:
+    """The eight stages after SFT, each with the stage it needs."""
+    jobs = []
+    for row in ROWS:
+        if row in GRPO_RUNS:
+            init = GRPO_RUNS[row][0]
+            jobs.append(Job(f"grpo_{row}", "sft" if init == "cold_start" else "base_model"))
+            jobs.append(Job(f"eval_{row}", f"grpo_{row}"))
+        else:
+            jobs.append(Job(f"eval_{row}", "sft" if row == "cold_start" else "base_model"))
+    return jobs
+
+
+def chain_cost(jobs: list[Job], stage: str) -> float:
+    """`stage`'s cost plus that of the longest chain of jobs that wait for it."""
+    after = [j.stage for j in jobs if j.needs == stage]
+    return _COST[stage.partition("_")[0]] + max((chain_cost(jobs, s) for s in after), default=0.0)
+
+
+def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | None:
+    """The ready job (its input finished, itself not started) with the longest chain behind it;
+    ties go to the earlier job in `jobs`."""
+    ready = [j for j in jobs if j.needs in finished and j.stage not in started and j.stage not in finished]
+    return max(ready, key=lambda j: chain_cost(jobs, j.stage), default=None)
+
+
+def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
+    """Run one job's stage with the `Stages` object `st`."""
+    kind, _, row = stage.partition("_")
+    if kind == "grpo":
+        init, user = GRPO_RUNS[row]
+        st.grpo(row, init, user, tasks["rl"])
+    else:
+        st.evaluate(row, tasks["eval"])
+
+
+def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str, Any]) -> dict[str, float]:
+    """The schedule with one worker: this process, one stage after the other. Returns seconds per stage."""
+    finished, seconds = set(finished), {}
+    while (job := next_job(jobs, finished, set())) is not None:
+        t0 = time.perf_counter()
+        run_stage(st, job.stage, tasks)
+        seconds[job.stage] = time.perf_counter() - t0
+        finished.add(job.stage)
+    return seconds
+
+
+async def sandbox_share(server_url: str, workers: int) -> int:
+    """Sandboxes each of `workers` environments may hold so that all of them together (with each
+    pool's 3 admin connections and 12 left for other clients) stay within the server's limit."""
+    from sqlalchemy import text
+
+    from backend.db.engine import admin_connection
+
+    async with admin_connection(server_url) as admin:
+        limit = int(await admin.scalar(text("SHOW max_connections")))
+        reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
+    return max(1, (limit - reserved - 12) // workers - 3)
+
+
+class _QueueReporter:
+    """A worker's progress, sent to the parent process, which shows it."""
+
+    def __init__(self, index: int, events: Any) -> None:
+        self.index, self.events = index, events
+
+    def stage(self, name: str, total: int | None = None) -> None:
+        self.events.put(("stage", self.index, name, total))
+
+    def advance(self, n: int = 1, **info: Any) -> None:
+        self.events.put(("advance", self.index, n, info))
+
+
+def _raise_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds the worker's environment: sandboxes and snapshot dropped
+
+
+def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: int,
+            max_sandboxes: int, inbox: Any, events: Any) -> None:
+    """One worker process: its own environment, then stages from `inbox` until it reads None."""
+    signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    stage = None
+    try:
+        import torch
+
+        from rl.experiment.environment import ExperimentEnv
+        from rl.experiment.stages import Stages
+        from rl.tasks.schema import load_tasks
+        from rl.tasks.stores import resolve_store
+
+        torch.set_num_threads(threads)
+        recipe = ExperimentRecipe.model_validate_json(recipe_json)
+        folder = Path(out)
+        tasks = {n: load_tasks(folder / "tasks" / f"{n}.json") for n in ("rl", "eval")}
+        data = resolve_store(recipe.store, Path(data_dir) if data_dir else None)
+        with ExperimentEnv(server_url, data, recipe.store, recipe.pool_size, max_sandboxes=max_sandboxes) as env:
+            st = Stages(recipe, folder, env, _QueueReporter(index, events))
+            while (stage := inbox.get()) is not None:
+                t0 = time.perf_counter()
+                run_stage(st, stage, tasks)
+                events.put(("done", index, stage, time.perf_counter() - t0))
+    except BaseException:
+        events.put(("failed", index, stage, traceback.format_exc()))
+        raise SystemExit(1) from None
+
+
+class StageFailed(RuntimeError):
+    """A stage failed in a worker process; the message carries the worker's traceback."""
+
+
+def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finished: set[str], *,
+                   server_url: str | None, data_dir: Path | None, reporter: Any) -> dict[str, float]:
+    """The schedule on `recipe.workers` processes (fewer when fewer stages are left). Returns the
+    seconds each stage took in its worker."""
+    import asyncio
+    import multiprocessing
+
+    from backend.db.engine import database_url, normalize_url
+
+    finished = set(finished)
+    left = [j for j in jobs if j.stage not in finished]
+    n = min(recipe.workers, len(left))
+    if n == 0:
+        return {}
+    url = normalize_url(server_url) if server_url else database_url()
+    share = asyncio.run(sandbox_share(url, n))
+    threads = max(1, recipe.threads // n)
+    log.info("experiment.workers", workers=n, threads=threads, sandboxes_each=share, stages=len(left))
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited torch threads or event loop
+    events = ctx.Queue()
+    inboxes = [ctx.Queue() for _ in range(n)]
+    procs = [ctx.Process(target=_worker, name=f"paper-table-worker-{i}", args=(
+        i, recipe.model_dump_json(), str(out), url, str(data_dir) if data_dir else None, threads, share,
+        inboxes[i], events)) for i in range(n)]
+    lanes = [reporter.lane() if hasattr(reporter, "lane") else reporter for _ in range(n)]
+    busy: dict[int, str | None] = dict.fromkeys(range(n))
+    started: set[str] = set()
+    seconds: dict[str, float] = {}
+    try:
+        for p in procs:
+            p.start()
+        while True:
+            for i in range(n):
+                if busy[i] is None and (job := next_job(jobs, finished, started)) is not None:
+                    busy[i] = job.stage
+                    started.add(job.stage)
+                    inboxes[i].put(job.stage)
+            if not any(busy.values()):
+                break
+            try:
+                event = events.get(timeout=1.0)
+            except queue.Empty:
+                dead = [i for i, p in enumerate(procs) if busy[i] and not p.is_alive()]
+                if dead:
+                    raise StageFailed(f"stage {busy[dead[0]]} failed: worker {dead[0]} exited with code "
+                                      f"{procs[dead[0]].exitcode}") from None
+                continue
+            kind, i = event[0], event[1]
+            if kind == "stage":
+                lanes[i].stage(event[2], event[3])
+            elif kind == "advance":
+                lanes[i].advance(event[2], **event[3])
+            elif kind == "done":
+                seconds[event[2]] = event[3]
+                finished.add(event[2])
+                busy[i] = None
+            else:
+                raise StageFailed(f"stage {event[2] or '(worker start-up)'} failed in worker {i}:\n{event[3]}")
+        for inbox in inboxes:
+            inbox.put(None)
+        for p in procs:
+            p.join(timeout=120)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()  # SIGTERM: the worker drops its sandboxes and snapshot, then exits
+        for p in procs:
+            if p.pid is not None:
+                p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+    return seconds
