@@ -23,7 +23,7 @@ from backend.db.engine import database_url, normalize_url
 from backend.store.tau_data import read_tau_retail
 from rl.env import GoldStateCache, SandboxPool, create_snapshot, drop_snapshot
 from rl.env.episode import run_episode
-from rl.eval.gold_states import precompute_gold_states
+from rl.env.gold_states import precompute_gold_states
 from rl.policies.oracle import OraclePolicy
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.generator import generate_tasks

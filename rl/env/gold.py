@@ -92,6 +92,10 @@ class GoldStateCache:
     def clear(self) -> None:
         self._entries.clear()
 
+    def has(self, gold: GoldSpec, snapshot: Snapshot, *, upstream_compat: bool) -> bool:
+        """Whether `gold`'s change set is cached (or being replayed) for `snapshot`."""
+        return self._key(gold, snapshot, upstream_compat) in self._entries
+
     def put(self, gold: GoldSpec, snapshot: Snapshot, changes: Changes, *, upstream_compat: bool) -> None:
         """Seed an entry with a change set computed elsewhere (e.g. a replay already done)."""
         fut: asyncio.Future[Changes] = asyncio.get_running_loop().create_future()

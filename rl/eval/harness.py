@@ -25,7 +25,7 @@ import structlog
 from backend.agent.policy import STORE_POLICY
 from rl.env import GoldStateCache, SandboxPool, Snapshot, create_snapshot, drop_snapshot
 from rl.env.episode import EpisodeLimits, Trajectory, run_episode
-from rl.eval.gold_states import precompute_gold_states
+from rl.env.gold_states import precompute_gold_states
 from rl.eval.summary import summarize, to_markdown
 from rl.policies.base import AgentPolicy
 from rl.simulator.base import UserSimulator

@@ -106,9 +106,13 @@ class EpisodeRollout:
 
     async def _play(self, policy: LocalAgentPolicy, tasks: list[Any], trials: int, seed: int) -> list[Any]:
         from rl.env.episode import EpisodeLimits, run_episode
+        from rl.env.gold_states import precompute_gold_states
 
         sem = asyncio.Semaphore(self.concurrency)
         limits = self.limits or EpisodeLimits()
+        # gold states first: an episode scoring a task never waits for a second sandbox while it holds one
+        if self.cache is not None:
+            await precompute_gold_states(tasks, self.pool, self.cache)
 
         async def one(task: Any, k: int) -> tuple[Any, int, Any]:
             async with sem:

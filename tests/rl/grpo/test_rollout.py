@@ -66,3 +66,23 @@ def _mask_runs(trace):
 
 async def _start(pool):
     return await pool.start()
+
+
+async def test_more_episodes_than_sandboxes_are_all_scored(test_dbs, tau_retail, tiny_tok, tiny_model, env_loop):
+    """A pool capped below the number of running episodes (as in parallel experiment workers):
+    the step's gold states are replayed before any episode holds a sandbox, so no episode waits
+    for a second sandbox to score and none ends with the reward timeout."""
+    tasks = [t for t in generate_tasks(tau_retail, 12, 1, snapshot="tau-retail") if t.gold_writes][:3]
+    snap = env_loop.run(create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_grpo_cap"))
+    pool = env_loop.run(_start(SandboxPool(snap, size=2, max_sandboxes=2)))
+    cache = GoldStateCache()
+    try:
+        rollout = EpisodeRollout(tiny_tok, env_loop, pool, cache, ScriptedCustomer(), system_prompt=STORE_POLICY[:200],
+                                 max_new_tokens=4, max_context=4096, tools_transform=compact_tools,
+                                 limits=EpisodeLimits(max_turns=2, reward_timeout_s=5.0), concurrency=6)
+        trajectories, traces = rollout.play(tiny_model, tasks, 2, seed=0)
+    finally:
+        env_loop.run(pool.close())
+        env_loop.run(drop_snapshot(snap))
+    assert len(traces) == 6 and cache.replays == 0  # every gold state came from the rolled-back replays
+    assert [traj.excluded for traj in trajectories] == [None] * 6, [traj.error for traj in trajectories]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rl.env import GoldStateCache
 from rl.env.episode import gold_spec
-from rl.eval.gold_states import precompute_gold_states
+from rl.env.gold_states import precompute_gold_states
 
 
 async def test_rolled_back_replays_equal_fresh_replays(generated_tasks, retail_pool):
