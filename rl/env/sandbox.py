@@ -137,6 +137,7 @@ class SandboxPool:
         self._ready: list[Sandbox] = []
         self._in_use: set[Sandbox] = set()
         self._creating = 0
+        self._closing = 0  # given back, their connection not yet recycled into the ready list or closed
         self._made: set[str] = set()  # every database this pool created and has not dropped
         self._admin_engine: AsyncEngine | None = None
         # autocommit connections to the server's maintenance db (None: connect on next use)
@@ -236,17 +237,23 @@ class SandboxPool:
         if sandbox not in self._in_use:
             return
         self._in_use.discard(sandbox)
+        self._closing += 1  # it holds its connection until recycled or closed: still counted
         pristine = False
-        if not self._closed:
-            with contextlib.suppress(Exception):
-                pristine = await sandbox.is_pristine()
+        try:
+            if not self._closed:
+                with contextlib.suppress(Exception):
+                    pristine = await sandbox.is_pristine()
+        except BaseException:
+            self._closing -= 1
+            raise
         if pristine and not self._closed:
+            self._closing -= 1
             self.recycled += 1
             self._ready.append(sandbox)
             async with self._changed:
                 self._changed.notify_all()
             return
-        self._track(asyncio.create_task(self._drop(sandbox)))
+        self._track(asyncio.create_task(self._drop(sandbox, closing=True)))
 
     @contextlib.asynccontextmanager
     async def sandbox(self) -> AsyncIterator[Sandbox]:
@@ -265,6 +272,12 @@ class SandboxPool:
         return len(self._in_use)
 
     @property
+    def connections(self) -> int:
+        """Sandbox connections the pool holds now: ready, in use, being made, or given back and not
+        yet recycled or closed; never more than `max_sandboxes`."""
+        return self._live
+
+    @property
     def databases(self) -> set[str]:
         """Names of the databases this pool made that still exist (or are being dropped)."""
         return set(self._made)
@@ -273,7 +286,9 @@ class SandboxPool:
 
     @property
     def _live(self) -> int:
-        return len(self._ready) + len(self._in_use) + self._creating
+        # a sandbox being dropped holds its connection until it is closed: counted until then, or
+        # the pool would make a new one while the old connection is still open and overrun its share
+        return len(self._ready) + len(self._in_use) + self._creating + self._closing
 
     @contextlib.asynccontextmanager
     async def _admin(self) -> AsyncIterator[AsyncConnection]:
@@ -360,8 +375,12 @@ class SandboxPool:
                 else:
                     backoff = 0.05
 
-    async def _drop(self, sandbox: Sandbox) -> None:
-        await sandbox.close()
+    async def _drop(self, sandbox: Sandbox, *, closing: bool = False) -> None:
+        try:
+            await sandbox.close()
+        finally:
+            if closing:
+                self._closing -= 1
         try:
             async with self._admin() as admin:
                 await admin.execute(text(f'DROP DATABASE IF EXISTS "{sandbox.name}" WITH (FORCE)'))

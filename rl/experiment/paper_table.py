@@ -16,8 +16,8 @@ then counts only the stages run):
    cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
 6. evaluation of the five models on the held-out tasks, greedy, scripted customers
    (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
-   stages 5 and 6 run side by side in the recipe's `workers` processes, each stage as soon as its
-   model exists (rl/experiment/parallel.py);
+   with the recipe's `workers` > 1, stages 5 and 6 run side by side in that many processes, each
+   stage as soon as its model exists (rl/experiment/parallel.py);
 7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`);
 8. `DIR/failures.json` and `DIR/failures.md`: why each row's failed episodes failed
    (rl/eval/failures.py; `muarl experiment failures --out DIR` recomputes them for a finished run).

@@ -88,8 +88,9 @@ class ExperimentRecipe(BaseModel):
     pool_size: int = 16
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
-    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py)
-    workers: int = Field(default=2, ge=1)
+    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py); 1 for
+    # cpu-tiny until a whole run with 2 has been timed (bench/results/README.md, "parallel stages")
+    workers: int = Field(default=1, ge=1)
 
     @property
     def view(self) -> ChatView:
@@ -121,7 +122,7 @@ RECIPES: dict[str, ExperimentRecipe] = {
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4, workers=2),
 }
 
 

@@ -168,3 +168,22 @@ async def test_64_concurrent_sandboxes_write_in_isolation(tau_snapshot: Snapshot
         allow = await admin.scalar(text("SELECT datallowconn FROM pg_database WHERE datname = :n"),
                                    {"n": tau_snapshot.name})
     assert allow is False
+
+
+
+async def test_a_sandbox_given_back_counts_until_its_connection_is_closed(tau_snapshot: Snapshot) -> None:
+    """While `release` checks a written sandbox and drops it, its connection is still open: it keeps
+    counting against `max_sandboxes`, so a waiting `acquire` never makes a new one beside it (several
+    pools side by side share the server's connections this way, rl/experiment/parallel.py)."""
+    oid = next(o for o, v in tau_snapshot.initial["orders"].items() if v["status"] == "pending")
+    async with SandboxPool(tau_snapshot, size=0, max_sandboxes=1) as pool:
+        a = await pool.acquire()
+        await a.conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE id = :id"), {"id": oid})
+        await a.conn.commit()
+        releasing = asyncio.create_task(pool.release(a))
+        await asyncio.sleep(0)  # the release is now asking the server whether `a` was written
+        assert pool.connections == 1
+        b = await asyncio.wait_for(pool.acquire(), 20)
+        assert a.conn.closed and b.name != a.name and pool.connections == 1
+        await releasing
+        await pool.release(b)
