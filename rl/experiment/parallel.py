@@ -176,7 +176,7 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     procs = [ctx.Process(target=_worker, name=f"paper-table-worker-{i}", args=(
         i, recipe.model_dump_json(), str(out), url, str(data_dir) if data_dir else None, threads, share,
         inboxes[i], events)) for i in range(n)]
-    lanes = [reporter.lane() if hasattr(reporter, "lane") else reporter for _ in range(n)]
+    lanes = [reporter.lane() for _ in range(n)]
     busy: dict[int, str | None] = dict.fromkeys(range(n))
     started: set[str] = set()
     seconds: dict[str, float] = {}
