@@ -4,7 +4,7 @@ Stages (each writes its result under DIR and is skipped when that result is alre
 interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
 table lists the stages a run reused in `reused_stages`, and `table.md` says so, since its wall time
 then counts only the stages run):
-1. tasks: cold-start, RL and evaluation task sets from the store, on disjoint customers
+1. tasks: cold-start, RL, evaluation and validation task sets from the store, on disjoint customers
    (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
 2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
    customer on sandboxes; the quality filter keeps clean successes (`DIR/coldstart/*.jsonl`);
@@ -14,6 +14,8 @@ then counts only the stages run):
 5. GRPO, three runs on the RL tasks: `mua_rl` (from the cold start, goal-shifting and haggling
    scripted customers), `no_cold_start` (the same from the base model) and `static_query` (from the
    cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
+   each ships the best of its starting model and its checkpoints on the validation tasks
+   (rl/grpo/selection.py; `table.json`'s `selection` says which step);
 6. evaluation of the five models on the held-out tasks, greedy, scripted customers
    (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
    with the recipe's `workers` > 1, stages 5 and 6 run side by side in that many processes, each
@@ -39,7 +41,7 @@ from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
 ROWS = ["base", "cold_start", "mua_rl", "no_cold_start", "static_query"]
-TASK_SETS = ("cold_start", "rl", "eval")
+TASK_SETS = ("cold_start", "rl", "eval", "val")
 GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
              "static_query": ("cold_start", "scripted-static")}
 
@@ -70,6 +72,9 @@ def customer_bucket(user_id: str) -> str:
 
 
 def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str, list[Task]]:
+    """The experiment's task sets: cold start, RL and evaluation on the customers of their own
+    bucket (`customer_bucket`), and validation (when the recipe asks for it) on customers of the RL
+    bucket that no RL task uses."""
     from rl.tasks.generator import generate_tasks
 
     wanted = {"cold_start": (recipe.cold_start_mix, recipe.n_cold_start_tasks, 1),
@@ -78,18 +83,56 @@ def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str,
     for name, (mix, n, salt) in wanted.items():
         pool = generate_tasks(data, max(6 * n, 2 * len(mix)), recipe.task_seed * 10 + salt, snapshot=recipe.store,
                               categories=mix)
-        seen: set[str] = set()  # the generator can draw the same customer and plan twice: keep one
-        chosen = []
-        for t in pool:
-            key = t.customer.user_id + json.dumps([a.model_dump() for a in t.gold_actions], sort_keys=True)
-            if customer_bucket(t.customer.user_id) == name and key not in seen:
-                seen.add(key)
-                chosen.append(t)
-        chosen = chosen[:n]
+        chosen = _distinct(t for t in pool if customer_bucket(t.customer.user_id) == name)[:n]
         if len(chosen) < n:
             raise ValueError(f"only {len(chosen)} {name} tasks could be generated (wanted {n})")
         out[name] = chosen
+    if recipe.n_val_tasks:
+        out["val"] = _validation_tasks(recipe, data, {t.customer.user_id for t in out["rl"]})
     return out
+
+
+def _distinct(tasks: Any) -> list[Task]:
+    """`tasks` without repeats: the generator can draw the same customer and plan twice."""
+    seen: set[str] = set()
+    chosen = []
+    for t in tasks:
+        key = t.customer.user_id + json.dumps([a.model_dump() for a in t.gold_actions], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            chosen.append(t)
+    return chosen
+
+
+def _validation_tasks(recipe: ExperimentRecipe, data: dict[str, Any], rl_customers: set[str]) -> list[Task]:
+    """`n_val_tasks` tasks of the evaluation's kinds, as evenly as they divide, on RL-bucket
+    customers outside `rl_customers`. Few such customers have two pending orders, so the pool drawn
+    from is large (the generator is cheap: a few seconds)."""
+    from rl.grpo.rollout import task_category
+    from rl.tasks.generator import generate_tasks
+
+    n, mix = recipe.n_val_tasks, list(dict.fromkeys(recipe.eval_mix))
+    pool = generate_tasks(data, max(60 * n, 2 * len(mix)), recipe.task_seed * 10 + 4, snapshot=recipe.store,
+                          categories=mix)
+    by_kind: dict[str, list[Task]] = {k: [] for k in mix}
+    for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id) == "rl"
+                       and t.customer.user_id not in rl_customers):
+        by_kind.setdefault(task_category(t) or "", []).append(t)
+    return round_robin(by_kind, mix, n, what="validation tasks")
+
+
+def round_robin(by_kind: dict[str, list[Any]], kinds: list[str], n: int, what: str = "items") -> list[Any]:
+    """`n` items taken from `by_kind` one kind after the other in `kinds` order (each kind's items
+    in their order), so the kinds are as even as `n` allows; ValueError when a kind runs out."""
+    chosen = []
+    for i in range(n):
+        kind, rank = kinds[i % len(kinds)], i // len(kinds)
+        have = by_kind.get(kind, [])
+        if rank >= len(have):
+            raise ValueError(f"only {len(have)} {what} of kind {kind!r} could be generated "
+                             f"(wanted {n} over {len(kinds)} kinds)")
+        chosen.append(have[rank])
+    return chosen
 
 
 class Experiment:
@@ -136,7 +179,7 @@ class Experiment:
         rows = {row: row_result(json.loads((self.out / "eval" / row / "summary.json").read_text())) for row in ROWS}
         wall = time.perf_counter() - start
         table = {"rows": rows, "n_eval_tasks": len(tasks["eval"]), "wall_seconds": round(wall, 1),
-                 "command": self.command, "recipe": self.recipe.name,
+                 "command": self.command, "recipe": self.recipe.name, "selection": self.selection(),
                  "stage_seconds": {k: round(v, 1) for k, v in timings.items()}, "reused_stages": reused}
         (self.out / "table.json").write_text(json.dumps(table, indent=1))
         (self.out / "table.md").write_text(table_markdown(table))
@@ -146,20 +189,33 @@ class Experiment:
         write_failures(self.out)
         return table
 
+    def selection(self) -> dict[str, Any]:
+        """Per GRPO row, the step its shipped model comes from and the validation scores it was
+        chosen by (rl/grpo/selection.py); a run without validation ships its last step."""
+        out = {}
+        for row in GRPO_RUNS:
+            training = json.loads((self.out / "models" / row / "manifest.json").read_text())["training"]
+            out[row] = training.get("selection") or {"step": training.get("steps", self.recipe.grpo.steps)}
+        return out
+
     def _done(self, stage: str) -> bool:
         """Whether `stage`'s result is already in the folder (the stage will be skipped, not rerun)."""
         from rl.experiment.stages import result_marker
 
         if stage == "tasks":
-            return all((self.out / "tasks" / f"{n}.json").exists() for n in TASK_SETS)
+            return all((self.out / "tasks" / f"{n}.json").exists() for n in self.task_sets)
         return result_marker(self.out, stage).exists()
+
+    @property
+    def task_sets(self) -> tuple[str, ...]:
+        return TASK_SETS if self.recipe.n_val_tasks else tuple(n for n in TASK_SETS if n != "val")
 
     def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
         from rl.tasks.schema import load_tasks, save_tasks
 
         folder = self.out / "tasks"
         if self._done("tasks"):
-            return {n: load_tasks(folder / f"{n}.json") for n in TASK_SETS}
+            return {n: load_tasks(folder / f"{n}.json") for n in self.task_sets}
         self.report.stage("tasks")
         sets = build_task_sets(self.recipe, data)
         for n, ts in sets.items():
@@ -224,5 +280,20 @@ def table_markdown(table: dict[str, Any]) -> str:
         cells = [f"{100 * r['by_tag'][t]['pass1']:.1f} (n={r['by_tag'][t]['n']})" if t in r["by_tag"] else "-"
                  for t in tags]
         lines.append(f"| {name} | {100 * r['pass1']:.1f} | {100 * r['tcr']:.1f} | " + " | ".join(cells) + " |")
+    if table.get("selection"):
+        lines += ["", "Which GRPO step each run ships (rl/grpo/selection.py):", ""]
+        lines += _selection_lines(table["selection"])
     lines += ["", f"Command: `{table['command']}`", ""]
     return "\n".join(lines)
+
+
+def _selection_lines(selection: dict[str, Any]) -> list[str]:
+    lines = []
+    for row, sel in selection.items():
+        if not sel.get("scores"):
+            lines.append(f"- {row} ships step {sel['step']}, its last.")
+            continue
+        scores = ", ".join(f"step {k}: {100 * float(v):.1f}" for k, v in sel["scores"].items())
+        lines.append(f"- {row} ships step {sel['step']}, the best on {sel['validation_tasks']} validation tasks "
+                     f"(reward in % by step: {scores}).")
+    return lines

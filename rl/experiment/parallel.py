@@ -73,7 +73,7 @@ def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
     kind, _, row = stage.partition("_")
     if kind == "grpo":
         init, user = GRPO_RUNS[row]
-        st.grpo(row, init, user, tasks["rl"])
+        st.grpo(row, init, user, tasks["rl"], tasks.get("val"))
     else:
         st.evaluate(row, tasks["eval"])
 
@@ -135,7 +135,8 @@ def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data
         torch.set_num_threads(threads)
         recipe = ExperimentRecipe.model_validate_json(recipe_json)
         folder = Path(out)
-        tasks = {n: load_tasks(folder / "tasks" / f"{n}.json") for n in ("rl", "eval")}
+        tasks = {n: load_tasks(folder / "tasks" / f"{n}.json")
+                 for n in ("rl", "eval", "val") if n != "val" or recipe.n_val_tasks}
         data = resolve_store(recipe.store, Path(data_dir) if data_dir else None)
         with ExperimentEnv(server_url, data, recipe.store, recipe.pool_size, max_sandboxes=max_sandboxes) as env:
             st = Stages(recipe, folder, env, _QueueReporter(index, events))

@@ -1,8 +1,9 @@
-"""Training-curve plots of a paper-table run: SFT loss, and per GRPO run the reward mean, KL,
-entropy and response length per step, and the sampled reward per task category (PNG files under
-DIR/plots). Steps whose groups all had equal rewards make no update and have no KL or entropy point.
-A step samples only a few tasks of each category, so the per-category curves are means over a
-trailing window of `CATEGORY_WINDOW` steps (weighted by rollouts)."""
+"""Training-curve plots of a paper-table run: SFT loss, and per GRPO run the reward mean (with the
+greedy validation reward of its scored checkpoints, dashed), KL, entropy and response length per
+step, and the sampled reward per task category (PNG files under DIR/plots). Steps whose groups all
+had equal rewards make no update and have no KL or entropy point. A step samples only a few tasks of
+each category, so the per-category curves are means over a trailing window of `CATEGORY_WINDOW`
+steps (weighted by rollouts)."""
 
 from __future__ import annotations
 
@@ -66,7 +67,11 @@ def plot_curves(out: Path) -> list[Path]:
                 # KL and entropy are measured on the rollouts an update used; steps without one have none
                 pts = [(m["step"], m.get(key, float("nan"))) for m in ms
                        if key not in UPDATE_ONLY or m.get("update_rollouts", 1) > 0]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=name)
+                line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=name)
+                val = _read(out / "grpo" / name / "validation.jsonl")
+                if key == "reward_mean" and val:  # held-out validation (greedy) of the scored checkpoints
+                    ax.plot([v["step"] for v in val], [v["reward"] for v in val], marker="o", linestyle="--",
+                            color=line.get_color(), label=f"{name} (validation)")
             ax.set_xlabel("GRPO step")
             ax.set_title(label)
         axes.flat[0].legend()

@@ -12,7 +12,10 @@ Task mixes (all from the tau retail store, on disjoint customers):
 - RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
   shifts (the customer drops a cancellation or an address change for another cancellation) and
   haggling (insisting on a forbidden cancellation, then returning items), goal shifts weighted up;
-- evaluation: the RL kinds, evenly, on held-out customers, >= 100 tasks, greedy, scripted customers.
+- evaluation: the RL kinds, evenly, on held-out customers, >= 100 tasks, greedy, scripted customers;
+- validation: the evaluation's kinds, evenly, on RL-side customers that no RL task uses; each GRPO
+  run ships the best of its starting model and its every-6th-step models on them
+  (rl/grpo/selection.py).
 `smoke` is the same pipeline at toy sizes, for tests.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from rl.chat.views import ChatView
 from rl.coldstart.sft import SFTConfig
@@ -61,6 +64,11 @@ class ExperimentRecipe(BaseModel):
     n_cold_start_tasks: int = 640
     n_rl_tasks: int = 140
     n_eval_tasks: int = 105
+    # Validation tasks (the evaluation's kinds, evenly, on RL-side customers that no RL task uses):
+    # each GRPO run ships its best model on them, scored at its start and every `validate_every`
+    # steps (rl/grpo/selection.py). 0: no validation, each run ships its last step.
+    n_val_tasks: int = Field(default=48, ge=0)
+    validate_every: int = Field(default=6, ge=1)
     vocab_size: int = 4096
     model: TinyQwen3Recipe = TinyQwen3Recipe(hidden_size=192, num_hidden_layers=4, num_attention_heads=3,
                                              num_key_value_heads=1, head_dim=64, intermediate_size=512)
@@ -88,9 +96,16 @@ class ExperimentRecipe(BaseModel):
     pool_size: int = 16
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
-    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py); 1 for
-    # cpu-tiny until a whole run with 2 has been timed (bench/results/README.md, "parallel stages")
-    workers: int = Field(default=1, ge=1)
+    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
+    # whole cpu-tiny run with 2 took 38.4 min (bench/results/README.md, "parallel stages")
+    workers: int = Field(default=2, ge=1)
+
+    @model_validator(mode="after")
+    def _validation_at_checkpoints(self) -> ExperimentRecipe:
+        if self.n_val_tasks and self.validate_every % self.grpo.save_every:
+            raise ValueError(f"validate_every ({self.validate_every}) must be a multiple of grpo.save_every "
+                             f"({self.grpo.save_every}): a resumed run restarts from a checkpoint")
+        return self
 
     @property
     def view(self) -> ChatView:
@@ -122,7 +137,7 @@ RECIPES: dict[str, ExperimentRecipe] = {
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4, workers=2),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
 }
 
 
@@ -160,7 +175,8 @@ def with_overrides(recipe: ExperimentRecipe, overrides: list[str]) -> Experiment
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise ValueError(f"invalid setting {where}: {first['msg']}") from None
+        raise ValueError(f"invalid setting {where}: {first['msg']}" if where
+                         else f"invalid settings: {first['msg']}") from None
 
 
 def get_recipe(name: str) -> ExperimentRecipe:

@@ -128,31 +128,59 @@ class Stages:
             "parent": "base", "training": {"method": "sft", "config": cfg.model_dump(), "steps": len(history),
                                            "conversations": len(records), "final_loss": history[-1]["loss"]}})
 
-    def grpo(self, row: str, init: str, user_spec: str, tasks: list[Task]) -> Path:
+    def grpo(self, row: str, init: str, user_spec: str, tasks: list[Task],
+             val_tasks: list[Task] | None = None) -> Path:
+        """GRPO run `row` from model `init` with `user_spec` customers on `tasks`. With `val_tasks`
+        the run ships the best of its validated models (rl/grpo/selection.py), else its last one."""
         folder = self.model_dir(row)
         if result_marker(self.out, f"grpo_{row}").exists():
             return folder
         from rl.env.episode import EpisodeLimits
         from rl.grpo.rollout import EpisodeRollout
+        from rl.grpo.selection import CheckpointSelector, validation_score
         from rl.grpo.trainer import GRPOTrainer
         from rl.models.tiny import load_model_folder, save_model_folder
         from rl.simulator.base import make_user
+        from rl.simulator.scripted import ScriptedCustomer
 
         model, tok, manifest = load_model_folder(self.model_dir(init))
         r = self.recipe
-        rollout = EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, make_user(user_spec),
-                                 system_prompt=r.system_prompt, max_new_tokens=r.max_new_tokens,
-                                 max_context=r.max_context, view=self.view,
-                                 limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
-        trainer = GRPOTrainer(model, tok, tasks, rollout, r.grpo, self.out / "grpo" / row,
+        run_dir = self.out / "grpo" / row
+
+        def episodes(user: Any, greedy: bool) -> EpisodeRollout:
+            return EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, user,
+                                  system_prompt=r.system_prompt, max_new_tokens=r.max_new_tokens,
+                                  max_context=r.max_context, view=self.view, greedy=greedy,
+                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
+
+        base_manifest = {**{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
+                         "parent": init}
+        trainer = GRPOTrainer(model, tok, tasks, episodes(make_user(user_spec), greedy=False), r.grpo, run_dir,
                               manifest={**manifest, "parent": init, "user": user_spec})
+        selector = None
+        if val_tasks:
+            selector = CheckpointSelector(validation_score(episodes(ScriptedCustomer(), greedy=True), val_tasks),
+                                          run_dir, every=r.validate_every, last_step=r.grpo.steps)
         self.report.stage(f"GRPO {row} (from {init}, {user_spec} customers)", r.grpo.steps)
         self.report.advance(trainer.step)
-        trainer.run(on_step=lambda m: self.report.advance(1, reward=m["reward_mean"]))
-        return save_model_folder(model, tok, folder, {
-            **{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
-            "parent": init, "training": {"method": "grpo", "user": user_spec, "config": r.grpo.model_dump(),
-                                         "tasks": len(tasks), "run": str(self.out / "grpo" / row)}})
+        if selector is not None:  # the starting model, or a resumed checkpoint whose score was not recorded
+            selector.observe(model, tok, trainer.step, base_manifest)
+
+        def on_step(m: dict[str, Any]) -> None:
+            if selector is not None:
+                selector.observe(model, tok, trainer.step, base_manifest)
+            self.report.advance(1, reward=m["reward_mean"])
+
+        trainer.run(on_step=on_step)
+        training: dict[str, Any] = {"method": "grpo", "user": user_spec, "config": r.grpo.model_dump(),
+                                    "tasks": len(tasks), "run": str(run_dir), "steps": trainer.step}
+        if selector is not None:
+            best = selector.restore_best(model)
+            assert best is not None
+            training["selection"] = {"step": best["step"], "validation_tasks": len(val_tasks or ()),
+                                     "every": r.validate_every,
+                                     "scores": {str(x["step"]): x["reward"] for x in selector.records()}}
+        return save_model_folder(model, tok, folder, {**base_manifest, "training": training})
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, row: str, tasks: list[Task]) -> dict[str, Any]:

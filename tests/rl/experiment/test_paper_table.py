@@ -3,7 +3,9 @@ model, SFT, three GRPO runs and five evaluations on real sandboxes, then the tab
 
 import json
 
-from rl.experiment.paper_table import ROWS, Experiment, customer_bucket
+import pytest
+
+from rl.experiment.paper_table import ROWS, Experiment, build_task_sets, customer_bucket, round_robin
 from rl.experiment.recipe import get_recipe
 
 
@@ -58,6 +60,17 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
         assert {customer_bucket(t.customer.user_id) for t in ts} == {name}
         assert len({(t.customer.user_id, json.dumps([a.model_dump() for a in t.gold_actions])) for t in ts}) == len(ts)
     assert not any("goal_shift" in t.tags or "haggle" in t.tags for t in sets["cold_start"])
+    # validation: RL-side customers that no RL task uses; each GRPO run ships its best validated model
+    val = load_tasks(out / "tasks" / "val.json")
+    assert len(val) == recipe.n_val_tasks and {customer_bucket(t.customer.user_id) for t in val} == {"rl"}
+    assert not {t.customer.user_id for t in val} & {t.customer.user_id for t in sets["rl"]}
+    for row in ("mua_rl", "no_cold_start", "static_query"):
+        scores = [json.loads(x) for x in (out / "grpo" / row / "validation.jsonl").read_text().splitlines()]
+        assert [x["step"] for x in scores] == [0, 1] and all(x["n"] + x["excluded"] == len(val) for x in scores)
+        best = max(scores, key=lambda x: (x["reward"], x["step"]))
+        selection = json.loads((out / "models" / row / "manifest.json").read_text())["training"]["selection"]
+        assert selection["step"] == best["step"] == on_disk["selection"][row]["step"]
+        assert f"{row} ships step {best['step']}" in (out / "table.md").read_text()
     # a second run finds every stage done, only rebuilds the table and says that it reused them
     assert table["reused_stages"] == [] and "Resumed" not in (out / "table.md").read_text()
     again = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
@@ -70,8 +83,6 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     import asyncio
     import shutil
 
-    import pytest
-
     from rl.experiment.parallel import StageFailed
 
     broken = tmp_path / "broken"
@@ -83,6 +94,30 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     with pytest.raises(StageFailed, match=r"(?s)stage (eval_base|grpo_no_cold_start) failed in worker \d.*Traceback"):
         Experiment(recipe, broken, server_url=test_dbs.server_url, data_dir=tau_data_dir).run()
     assert asyncio.run(_paper_databases(test_dbs.server_url)) <= before
+
+
+def test_validation_tasks_cover_the_evaluation_kinds_evenly_on_customers_rl_does_not_use(tau_data_dir):
+    from rl.grpo.rollout import task_category
+    from rl.tasks.stores import resolve_store
+
+    recipe = get_recipe("cpu-tiny")
+    data = resolve_store(recipe.store, tau_data_dir)
+    sets = build_task_sets(recipe, data)
+    val, rl_customers = sets["val"], {t.customer.user_id for t in sets["rl"]}
+    assert len(val) == recipe.n_val_tasks == 48
+    kinds = [task_category(t) for t in val]
+    assert {k: kinds.count(k) for k in kinds} == dict.fromkeys(recipe.eval_mix, 8)
+    assert all(customer_bucket(t.customer.user_id) == "rl" and t.customer.user_id not in rl_customers for t in val)
+    assert "val" not in build_task_sets(recipe.model_copy(update={"n_val_tasks": 0}), data)
+
+
+def test_round_robin_takes_kinds_in_turn_and_says_which_kind_ran_out():
+    by_kind = {"a": ["a1", "a2", "a3"], "b": ["b1"], "c": ["c1", "c2"]}
+    assert round_robin(by_kind, ["a", "b", "c"], 4) == ["a1", "b1", "c1", "a2"]
+    with pytest.raises(ValueError, match="only 1 tasks of kind 'b' could be generated"):
+        round_robin(by_kind, ["a", "b", "c"], 5, what="tasks")
+    with pytest.raises(ValueError, match="only 0 items of kind 'd'"):
+        round_robin(by_kind, ["d"], 1)
 
 
 async def _paper_databases(server_url: str) -> set[str]:
