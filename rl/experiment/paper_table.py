@@ -4,7 +4,7 @@ Stages (each writes its result under DIR and is skipped when that result is alre
 interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
 table lists the stages a run reused in `reused_stages`, and `table.md` says so, since its wall time
 then counts only the stages run):
-1. tasks: cold-start, RL, evaluation and validation task sets from the store, on disjoint customers
+1. tasks: cold-start, RL, evaluation (and validation) task sets from the store, on disjoint customers
    (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
 2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
    customer on sandboxes; the quality filter keeps clean successes (`DIR/coldstart/*.jsonl`);
@@ -14,8 +14,9 @@ then counts only the stages run):
 5. GRPO, three runs on the RL tasks: `mua_rl` (from the cold start, goal-shifting and haggling
    scripted customers), `no_cold_start` (the same from the base model) and `static_query` (from the
    cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
-   each ships the best of its starting model and its checkpoints on the validation tasks
-   (rl/grpo/selection.py; `table.json`'s `selection` says which step);
+   each ships its last step or, when the recipe asks for validation tasks, the best of its
+   starting model and its checkpoints on them (rl/grpo/selection.py; `table.json`'s `selection`
+   says which step);
 6. evaluation of the five models on the held-out tasks, greedy, scripted customers
    (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
    with the recipe's `workers` > 1, stages 5 and 6 run side by side in that many processes, each

@@ -100,7 +100,7 @@ def test_validation_tasks_cover_the_evaluation_kinds_evenly_on_customers_rl_does
     from rl.grpo.rollout import task_category
     from rl.tasks.stores import resolve_store
 
-    recipe = get_recipe("cpu-tiny")
+    recipe = get_recipe("cpu-tiny").model_copy(update={"n_val_tasks": 48})
     data = resolve_store(recipe.store, tau_data_dir)
     sets = build_task_sets(recipe, data)
     val, rl_customers = sets["val"], {t.customer.user_id for t in sets["rl"]}

@@ -23,14 +23,15 @@ def test_overrides_reach_nested_settings_and_rename_the_recipe():
     ("grpo.steps", "is not KEY=VALUE"),
     ("grpo.steps=many", "invalid setting grpo.steps"),
     ("grpo.loss_agg=seq-sum", "invalid setting grpo.loss_agg"),
-    ("validate_every=5", "invalid settings: Value error, validate_every"),
+    ("n_val_tasks=48,validate_every=5", "invalid settings: Value error, validate_every"),
     ("n_val_tasks=-1", "invalid setting n_val_tasks"),
 ])
 def test_bad_overrides_are_clear_errors(setting, message):
     with pytest.raises(ValueError, match=message.replace(".", r"\.").replace("(", r"\(")):
-        with_overrides(get_recipe("cpu-tiny"), [setting])
+        with_overrides(get_recipe("cpu-tiny"), setting.split(","))
 
 
-def test_validation_can_be_turned_off_whatever_the_interval():
-    r = with_overrides(get_recipe("cpu-tiny"), ["n_val_tasks=0", "validate_every=5"])
+def test_validation_is_off_in_cpu_tiny_and_then_any_interval_goes():
+    r = with_overrides(get_recipe("cpu-tiny"), ["validate_every=5"])
     assert r.n_val_tasks == 0 and r.validate_every == 5
+    assert get_recipe("smoke").n_val_tasks > 0  # the test suite runs the selection end to end
