@@ -66,6 +66,11 @@ class _Silent:
         return self
 
 
+def task_set_names(recipe: ExperimentRecipe) -> tuple[str, ...]:
+    """The task sets a run of `recipe` has: `TASK_SETS`, less validation when the recipe has none."""
+    return TASK_SETS if recipe.n_val_tasks else tuple(n for n in TASK_SETS if n != "val")
+
+
 def customer_bucket(user_id: str) -> str:
     """Which task set a customer belongs to: 20% evaluation, 40% cold start, 40% RL."""
     h = int(hashlib.sha256(f"paper-table:{user_id}".encode()).hexdigest()[:8], 16) % 10
@@ -209,7 +214,7 @@ class Experiment:
 
     @property
     def task_sets(self) -> tuple[str, ...]:
-        return TASK_SETS if self.recipe.n_val_tasks else tuple(n for n in TASK_SETS if n != "val")
+        return task_set_names(self.recipe)
 
     def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
         from rl.tasks.schema import load_tasks, save_tasks

@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from rl.experiment.paper_table import GRPO_RUNS, ROWS
+from rl.experiment.paper_table import GRPO_RUNS, ROWS, task_set_names
 from rl.experiment.recipe import ExperimentRecipe
 
 log = structlog.get_logger(__name__)
@@ -135,8 +135,7 @@ def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data
         torch.set_num_threads(threads)
         recipe = ExperimentRecipe.model_validate_json(recipe_json)
         folder = Path(out)
-        tasks = {n: load_tasks(folder / "tasks" / f"{n}.json")
-                 for n in ("rl", "eval", "val") if n != "val" or recipe.n_val_tasks}
+        tasks = {n: load_tasks(folder / "tasks" / f"{n}.json") for n in task_set_names(recipe) if n != "cold_start"}
         data = resolve_store(recipe.store, Path(data_dir) if data_dir else None)
         with ExperimentEnv(server_url, data, recipe.store, recipe.pool_size, max_sandboxes=max_sandboxes) as env:
             st = Stages(recipe, folder, env, _QueueReporter(index, events))

@@ -100,7 +100,7 @@ class ExperimentRecipe(BaseModel):
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
     # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
-    # whole cpu-tiny run with 2 took 38.4 min (bench/results/README.md, "parallel stages")
+    # whole cpu-tiny run with 2 took 38.4 min (bench/results/README.md, "The committed run in detail")
     workers: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
