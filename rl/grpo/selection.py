@@ -55,7 +55,7 @@ class CheckpointSelector:
 
     def best(self) -> dict[str, Any] | None:
         """The best record so far: highest reward, the later step on a tie."""
-        return max(self.records(), key=lambda r: (r["reward"], r["step"]), default=None)
+        return _best(self.records())
 
     def due(self, step: int) -> bool:
         return step == 0 or step % self.every == 0 or step == self.last_step
@@ -64,9 +64,12 @@ class CheckpointSelector:
                 manifest: dict[str, Any]) -> dict[str, Any] | None:
         """Score `model` (the run's model after `step` steps) when that step is due and not yet
         scored; keep it in `best/` when it beats the best so far. Returns the new record, or None."""
-        if not self.due(step) or any(r["step"] == step for r in self.records()):
+        if not self.due(step):
             return None
-        before = self.best()
+        records = self.records()
+        if any(r["step"] == step for r in records):
+            return None
+        before = _best(records)
         was_training = model.training
         model.eval()
         try:
@@ -80,7 +83,7 @@ class CheckpointSelector:
             save_model_folder(model, tok, self.best_dir,
                               {**manifest, "selection": {"step": step, "validation": record}})
         log.info("grpo.validation", step=step, reward=record["reward"], n=record.get("n"),
-                 best_step=(self.best() or {}).get("step"))
+                 best_step=(_best([*records, record]) or {}).get("step"))
         return record
 
     def restore_best(self, model: PreTrainedModel) -> dict[str, Any] | None:
@@ -95,6 +98,10 @@ class CheckpointSelector:
         best_model, _, _ = load_model_folder(self.best_dir)
         model.load_state_dict(best_model.state_dict())
         return best
+
+
+def _best(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(records, key=lambda r: (r["reward"], r["step"]), default=None)
 
 
 def validation_score(rollout: Any, tasks: list[Any]) -> ScoreFn:
