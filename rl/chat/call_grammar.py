@@ -7,6 +7,13 @@ required one before the closing brace, values of the declared JSON type: strings
 `max_string` characters without quotes, backslashes, control characters or a token that holds only
 part of a UTF-8 character; an `enum` spelled exactly; arrays of strings; JSON numbers; booleans.
 With `spaced_values` (the view's option) a free-text string value starts with one space.
+Parameters in `copy_params` (the view's `copied_params`: a new address's lines, city, state and
+country, a customer's names) take a value the customer said: `CallConstraint` holds them to a span of the customer's
+messages as the model was shown them, starting at the start of a word and closing only at the end
+of one (or empty, for an address line the customer has none of). A 2M-parameter model that must
+write `"city": " Columbus"` after "... Apt 11, Columbus, OH ..." wrote other streets and cities in
+every held-out address change (bench/results/README.md); picking where to copy from is what it can
+learn, spelling a string it has read once is not.
 With a view that shows identifiers as references (rl/chat/views.py), a parameter the view maps to
 a reference kind (`order_id` -> `<order_N>`, ...) takes exactly one reference of that kind. This is
 the guided decoding vLLM and llguidance offer for served models (REFERENCE.md, vLLM structured
@@ -34,7 +41,9 @@ a fresh rollout is 1; the constraint changes which tokens are sampled, not how t
 
 from __future__ import annotations
 
+import bisect
 import copy
+import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -75,6 +84,61 @@ def _number_step(phase: str, ch: str, integer: bool) -> str | None:
     return None
 
 
+class _Spans:
+    """The word-aligned pieces of a customer's messages, for copied values: every suffix that starts
+    at the start of a word (a letter or digit after a non-word character, or a reference token;
+    never inside a reference token), sorted, so the suffixes a value so far begins are one range."""
+
+    def __init__(self, said: tuple[str, ...]) -> None:
+        tails: list[tuple[str, int]] = []
+        for msg in said:
+            inside: set[int] = set()
+            for m in REF_PATTERN.finditer(msg):
+                inside.update(range(m.start() + 1, m.end()))
+            ends = [k for k in range(1, len(msg) + 1) if k not in inside and _ends_word(msg[k - 1], msg[k:])]
+            for p, ch in enumerate(msg):
+                if p in inside or not (ch.isalnum() or ch == "<"):
+                    continue
+                if ch == "<" and not REF_PATTERN.match(msg, p):
+                    continue
+                if p == 0 or not (msg[p - 1].isalnum() or msg[p - 1] == "_"):
+                    # with the length of its longest piece that ends at the end of a word
+                    tails.append((msg[p:], ends[-1] - p))
+        tails.sort()
+        self.tails = [t for t, _ in tails]
+        self.lasts = [n for _, n in tails]
+
+    def _range(self, value: str) -> range:
+        lo = bisect.bisect_left(self.tails, value)
+        hi = lo
+        while hi < len(self.tails) and self.tails[hi].startswith(value):
+            hi += 1
+        return range(lo, hi)
+
+    def viable(self, value: str) -> bool:
+        """Whether `value` begins a piece that ends at the end of a word."""
+        return any(self.lasts[i] >= len(value) for i in self._range(value))
+
+    def complete(self, value: str) -> bool:
+        """Whether `value` is a whole piece: it ends at the end of a word."""
+        return any(_ends_word(value, self.tails[i][len(value):]) for i in self._range(value))
+
+    def heads(self, value: str) -> set[str]:
+        """The characters that continue `value` in some piece."""
+        return {self.tails[i][len(value)] for i in self._range(value) if len(self.tails[i]) > len(value)}
+
+
+@functools.lru_cache(maxsize=1024)
+def _spans(said: tuple[str, ...]) -> _Spans:
+    return _Spans(said)
+
+
+def _ends_word(value: str, rest: str) -> bool:
+    """Whether a copied `value` followed in its message by `rest` ends at the end of a word."""
+    return bool(value) and (value[-1].isalnum() or value[-1] == ">") and (
+        not rest or not (rest[0].isalnum() or rest[0] in "_>"))
+
+
 class Schema:
     """What the grammar needs of one tool: parameter kinds, required ones and enums."""
 
@@ -101,8 +165,10 @@ class ToolCallGrammar:
 
     def __init__(self, tools: Iterable[dict[str, Any]], tokenizer: PreTrainedTokenizerBase,
                  text_tokens: Iterable[str] = (), ref_params: dict[str, str] | None = None,
-                 max_string: int = 64, spaced_values: bool = False) -> None:
+                 max_string: int = 64, spaced_values: bool = False,
+                 copy_params: Iterable[str] = ()) -> None:
         self.schemas = {s.name: s for s in (Schema(t) for t in tools)}
+        self.copy_params = frozenset(copy_params)  # free-text parameters copied from the customer's words
         self.tokenizer = tokenizer
         self.ref_params = dict(ref_params or {})  # parameter -> reference kind its value must be
         self.max_string = max_string
@@ -122,6 +188,13 @@ class ToolCallGrammar:
         self.ref_ids: dict[str, int] = {t: i for t, i in zip(text_tokens, tokenizer.convert_tokens_to_ids(text_tokens),
                                                               strict=True)
                                         if REF_PATTERN.fullmatch(t) and i is not None and i < self.vocab_size}
+        # token ids by their text's first character, for the copy filter
+        self._by_first: dict[str, list[int]] = {}
+        for i, text in enumerate(self.texts):
+            if text:
+                self._by_first.setdefault(text[0], []).append(i)
+        self._copy_masks: dict[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = {}
+        self._entering: dict[State, list[int]] = {}  # per state, the tokens that enter a copied value
         self._masks: dict[State, torch.Tensor] = {}
         self._next: dict[tuple[State, int], State] = {}
         self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
@@ -149,6 +222,7 @@ class ToolCallGrammar:
             sub = copy.copy(self)
             sub.schemas = {n: s for n, s in self.schemas.items() if n in names}
             sub._masks, sub._next, sub._subsets, sub._shown_masks = {}, {}, {}, {}
+            sub._copy_masks, sub._entering = {}, {}
             self._subsets[names] = sub
         return sub
 
@@ -173,6 +247,73 @@ class ToolCallGrammar:
                 mask[ids] = True
             self._shown_masks[key] = mask
         return self._shown_masks[key]
+
+    def copy_mask(self, state: State, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
+        """For a call in `state` (having written `value` of a copied value when `state` is inside
+        one), the tokens the syntax allows whose copied characters keep every copied value a span of
+        what the customer `said`: a piece of one message that starts at the start of a word, closed
+        only where that piece ends at the end of a word (or right away: an empty value, for an
+        address line the customer has none of). Tokens that write no copied character pass. None
+        when `state` neither is in nor leads into a copied value within a token, or when no token
+        would be left (the syntactic mask alone then applies). Cached per (state, value, messages),
+        bounded."""
+        key = (state, value, said)
+        if key in self._copy_masks:
+            return self._copy_masks[key]
+        if len(self._copy_masks) >= 4096:
+            self._copy_masks.clear()
+        spans = _spans(said)
+        if state[0] == "copy":  # only tokens that start with a character the spans continue with
+            candidates = [i for ch in (*spans.heads(value), '"') for i in self._by_first.get(ch, ())]
+        else:
+            candidates = self._into_copy(state)
+        mask: torch.Tensor | None = None
+        if candidates:
+            allowed = self.allowed(state)
+            syntax = allowed.tolist()
+            keep = [i for i in candidates
+                    if syntax[i] and self._copies_spans(state, value, self.texts[i] or "", spans)]
+            if keep:
+                mask = allowed.clone() if state[0] != "copy" else torch.zeros(self.vocab_size, dtype=torch.bool)
+                if state[0] != "copy":
+                    mask[candidates] = False
+                mask[keep] = True
+        self._copy_masks[key] = mask
+        return mask
+
+    def _into_copy(self, state: State) -> list[int]:
+        """The allowed tokens whose text enters a copied value from `state` (cached per state)."""
+        if state not in self._entering:
+            ids = []
+            if self.copy_params:
+                for i in self.allowed(state).nonzero().flatten().tolist():
+                    s = state
+                    for ch in self.texts[i] or "":
+                        s = self.step(s, ch)
+                        if s[0] == "copy":
+                            ids.append(i)
+                            break
+            self._entering[state] = ids
+        return self._entering[state]
+
+    def _copies_spans(self, state: State, value: str, text: str, spans: _Spans) -> bool:
+        """Whether writing `text` from `state` keeps each copied value a word-aligned span."""
+        for ch in text:
+            if state[0] == "copy":
+                if ch == '"':
+                    if value and not spans.complete(value):
+                        return False
+                else:  # the value must still be able to end at the end of a word
+                    value += ch
+                    if not spans.viable(value):
+                        return False
+            nxt = self.step(state, ch)
+            if nxt[0] == "copy" and state[0] != "copy":
+                value = ""
+            state = nxt
+            if state == DEAD:
+                return False
+        return True
 
     # ------------------------------------------------------------------ token level
     def start(self) -> State:
@@ -257,6 +398,13 @@ class ToolCallGrammar:
                 return ("str", None, prefix + 1, after) if prefix < self.max_string else DEAD
             longer = prefix + ch
             return ("str", enum, longer, after) if any(e.startswith(longer) for e in enum) else DEAD
+        if kind == "copy":  # a copied free-text value, `state[1]` its length so far (the span is checked per row)
+            _, n, after = state
+            if ch == '"':
+                return after
+            if ch in _STRING_BANNED or ch < " " or ch == "\ufffd":
+                return DEAD
+            return ("copy", n + 1, after) if n < self.max_string else DEAD
         if kind == "ref":  # a reference token of one kind: `<order_` digits `>` then the closing quote
             _, head, digits, after = state
             if head:
@@ -294,7 +442,8 @@ class ToolCallGrammar:
             if ref:
                 return ("ref", f"<{ref}_", False, after)
             enum = schema.enums.get(key)
-            value: State = ("str", enum, "", after) if enum else ("str", None, 0, after)
+            value: State = ("str", enum, "", after) if enum else (
+                ("copy", 0, after) if key in self.copy_params else ("str", None, 0, after))
             return ("lit", " ", value) if self.spaced_values else value
         if kind == "array":
             return ("arr", after, True, ref) if ch == "[" else DEAD
@@ -313,15 +462,20 @@ class CallConstraint:
     """Per-row constraint state for batched generation: rows outside a tool call are free; a row
     that writes `<tool_call>` is held to its grammar until it writes `</tool_call>`. With `shown`
     (per row, the references its conversation has shown, or None), a row's call is held to
-    `grammar.for_shown(refs)` and its identifier slots to the references shown."""
+    `grammar.for_shown(refs)` and its identifier slots to the references shown. With `said` (per
+    row, the customer's messages as the model read them), a value of a copied parameter is held to
+    a span of them (`ToolCallGrammar.copy_mask`)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
-                 shown: list[frozenset[str] | None] | None = None) -> None:
+                 shown: list[frozenset[str] | None] | None = None,
+                 said: list[tuple[str, ...]] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
-        if len(self.shown) != len(grammars):
-            raise ValueError("one set of shown references per row")
+        self.said = list(said) if said is not None else [()] * len(grammars)
+        if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
+            raise ValueError("one set of shown references and one of customer messages per row")
         self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(grammars, self.shown, strict=True)]
         self.states: list[State | None] = [None] * len(grammars)
+        self.written = [""] * len(grammars)  # the text of each row's open call so far
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
@@ -339,6 +493,11 @@ class CallConstraint:
                 only = g.shown_mask(kind, refs)
                 if only is not None:
                     allowed = allowed & only
+            if self.said[i] and g.copy_params:
+                value = self.written[i][len(self.written[i]) - s[1]:] if s[0] == "copy" else ""
+                copied = g.copy_mask(s, value, self.said[i])
+                if copied is not None and bool((allowed & copied).any()):
+                    allowed = allowed & copied
             allowed = allowed.to(out.device)
             if bool(allowed.any()):
                 out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
@@ -352,11 +511,13 @@ class CallConstraint:
         s = self.states[row]
         if s is None:
             if token_id == g.open_id:
-                self.states[row] = g.start()
+                self.states[row], self.written[row] = g.start(), ""
         elif token_id == g.close_id:
             self.states[row] = None
         else:
             self.states[row] = g.advance(s, token_id)
+            if 0 <= token_id < g.vocab_size:
+                self.written[row] += g.texts[token_id] or ""
 
 
 def grammar_key(tools: list[dict[str, Any]]) -> str:

@@ -57,6 +57,10 @@ REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() for i in ran
 REF_PARAMS: dict[str, str] = {"order_id": "order", "user_id": "user", "payment_method_id": "payment",
                               "email": "email", "zip": "zip", "item_ids": "num", "new_item_ids": "num",
                               "product_id": "num"}
+# Free-text parameters whose values only the customer knows (a new address, a name to look the
+# customer up by): with the view's `copied_params`, constrained decoding holds them to a span of
+# what the customer said (rl/chat/call_grammar.py).
+SAID_PARAMS: tuple[str, ...] = ("address1", "address2", "city", "state", "country", "first_name", "last_name")
 REF_PATTERN = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")  # a reference token: kind, number
 _WORD = re.compile(
     r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
@@ -128,6 +132,8 @@ class ChatView:
     shuffle_refs: bool = False  # references numbered at random per conversation (RefTable's seed)
     constrain_calls: bool = False  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     spaced_values: bool = False  # free-text string arguments shown with a leading space
+    # free-text parameters decoded as a span of the customer's messages (rl/chat/call_grammar.py)
+    copied_params: tuple[str, ...] = ()
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -206,7 +212,8 @@ class ChatView:
         """The view as a model folder's manifest records it (`from_manifest` reads it back)."""
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
                 "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
-                "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values}
+                "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
+                "copied_params": list(self.copied_params)}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -218,7 +225,8 @@ class ChatView:
                    compact_results=bool(view.get("compact")), refs=bool(view.get("refs")),
                    names=frozenset(view.get("names") or ()), shuffle_refs=bool(view.get("shuffle_refs")),
                    constrain_calls=bool(view.get("constrain_calls")),
-                   spaced_values=bool(view.get("spaced_values")))
+                   spaced_values=bool(view.get("spaced_values")),
+                   copied_params=tuple(view.get("copied_params") or ()))
 
 
 def _conversation_key(messages: list[dict[str, Any]]) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from rl.chat.views import ChatView
+from rl.chat.views import SAID_PARAMS, ChatView
 from rl.coldstart.sft import SFTConfig
 from rl.grpo.trainer import GRPOConfig
 from rl.models.tiny import TinyQwen3Recipe
@@ -82,6 +82,10 @@ class ExperimentRecipe(BaseModel):
     shuffle_refs: bool = False  # random reference numbers per conversation (tried: the tiny model stops copying)
     constrain_calls: bool = True  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     spaced_values: bool = True  # free-text call arguments shown with a leading space (rl/chat/views.py)
+    # a new address's lines, city, state and country, and a customer's names, decoded as spans of
+    # what the customer said (rl/chat/views.py SAID_PARAMS, rl/chat/call_grammar.py); only with
+    # constrain_calls
+    copy_values: bool = True
     # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py). With both on,
     # the cold start reads the customer's reason (bench/reason_probe.py: 0.93 / 0.92 on the right one,
     # 0.35 / 0.34 without): bench/results/README.md.
@@ -115,7 +119,8 @@ class ExperimentRecipe(BaseModel):
         """The recipe's view without a name list (`view_with_names` adds the one learned from data)."""
         return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
                         compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
-                        constrain_calls=self.constrain_calls, spaced_values=self.spaced_values)
+                        constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
+                        copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else ())
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

@@ -16,7 +16,8 @@ The KV cache of every episode's conversation so far is kept between its turns (t
 by appending), so a turn processes only the new customer message or tool results. With
 `constrain_calls` (by default as the view says), a call the model opens is decoded under the grammar
 of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
-parameters, and with references its identifiers are ones the conversation has shown; the trace
+parameters, with references its identifiers are ones the conversation has shown, and the values
+of the view's `copied_params` (a new address) are spans of the customer's messages; the trace
 keeps the unmasked log-probs.
 """
 
@@ -76,6 +77,7 @@ class _Episode:
     cache: PrefixCache | None = None  # key/value cache of the trace's first tokens (append-only, so it stays valid)
     used: int = 0  # when the cache was last used (for dropping the oldest ones)
     refs: RefTable | None = None  # the view's references in this conversation
+    said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
 
 
 @dataclass
@@ -85,6 +87,7 @@ class _Request:
     future: asyncio.Future = field(repr=False)
     grammar: ToolCallGrammar | None = None
     shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
+    said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
 
 
 @dataclass
@@ -139,7 +142,8 @@ class LocalPolicy:
         fut = asyncio.get_running_loop().create_future()
         grammar = self._grammar(call_tools or tools)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
-        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown))
+        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown,
+                                    ep.said if grammar is not None and grammar.copy_params else ()))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         ids, logprobs = await fut
@@ -162,12 +166,13 @@ class LocalPolicy:
         if not offered:
             return None
         key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())),
-               self.view.spaced_values)
+               self.view.spaced_values, self.view.copied_params)
         g = _GRAMMARS.get(key)
         if g is None or g.tokenizer is not self.tok:
             g = _GRAMMARS[key] = ToolCallGrammar(offered, self.tok, text_tokens=self.view.extra_tokens,
                                                  ref_params=self.view.ref_params,
-                                                 spaced_values=self.view.spaced_values)
+                                                 spaced_values=self.view.spaced_values,
+                                                 copy_params=self.view.copied_params)
         return g
 
     def new_episode(self, key: str = "") -> _Episode:
@@ -199,7 +204,10 @@ class LocalPolicy:
                 continue
             if m["role"] == "assistant":
                 raise ValueError("an assistant message the local policy did not write was added to the conversation")
-            b.add_message({**m, "content": ep.refs.show(m.get("content") or "")} if ep.refs else m)
+            shown = {**m, "content": ep.refs.show(m.get("content") or "")} if ep.refs else m
+            b.add_message(shown)
+            if m["role"] == "user":
+                ep.said = (*ep.said, str(shown.get("content") or ""))
             i += 1
         ep.seen = i
 
@@ -212,7 +220,7 @@ class LocalPolicy:
             try:
                 outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
                                                [r.episode_id for r in batch], [r.grammar for r in batch],
-                                               [r.shown for r in batch])
+                                               [r.shown for r in batch], [r.said for r in batch])
             except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
                 for r in batch:
                     if not r.future.done():
@@ -224,7 +232,8 @@ class LocalPolicy:
 
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
                   grammars: list[ToolCallGrammar | None] | None = None,
-                  shown: list[frozenset[str] | None] | None = None) -> list[tuple[list[int], list[float]]]:
+                  shown: list[frozenset[str] | None] | None = None,
+                  said: list[tuple[str, ...]] | None = None) -> list[tuple[list[int], list[float]]]:
         start = time.perf_counter()
         budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
         was_training = self.model.training
@@ -235,7 +244,7 @@ class LocalPolicy:
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
-            constraint=CallConstraint(grammars, shown) if grammars and any(grammars) else None)
+            constraint=CallConstraint(grammars, shown, said) if grammars and any(grammars) else None)
         if was_training:
             self.model.train()
         self.stats.calls += 1

@@ -225,7 +225,7 @@ def test_a_conversation_can_call_only_with_the_references_it_has_shown(tok):
     free.states = list(constraint.states)
     allowed = torch.isfinite(free.mask_logits(torch.zeros(1, len(tok)))[0])
     assert allowed[tok.convert_tokens_to_ids("<order_1>")] and allowed[tok.convert_tokens_to_ids("<order_2>")]
-    with pytest.raises(ValueError, match="one set of shown references per row"):
+    with pytest.raises(ValueError, match="one set of shown references and one of customer messages per row"):
         CallConstraint([g, g], [None])
 
 
@@ -265,3 +265,152 @@ def test_a_policy_with_references_writes_only_identifiers_the_conversation_showe
     expanded = [json.loads(c["function"]["arguments"])["order_id"] for m in later for c in m.get("tool_calls") or []
                 if c["function"]["name"] == "cancel_pending_order"]  # (a call cut off by the budget is malformed)
     assert set(expanded) <= {"#W1234567", "#W7654321"}
+
+
+ADDRESS_TOOL = {"type": "function", "function": {"name": "modify_pending_order_address", "parameters": {
+    "type": "object", "required": ["order_id", "address1", "address2", "city", "state", "country", "zip"],
+    "properties": {k: {"type": "string"} for k in ("order_id", "address1", "address2", "city", "state",
+                                                    "country", "zip")}}}}
+SAID = ("Hi, I want to change an address.", "My new address is 12 Oak Street, Apt 4, Austin, TX <zip_1>, USA.")
+ADDRESS_FIELDS = ("address1", "address2", "city", "state", "country")
+
+
+@pytest.fixture(scope="module")
+def atok():
+    from rl.chat.views import REF_TOKENS
+
+    texts = [render_conversation([
+        {"role": "user", "content": SAID[1] + f" Order <order_{1 + i % 2}>, number {i}."},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {
+            "name": "modify_pending_order_address", "arguments": {
+                "order_id": "<order_1>", "address1": " 12 Oak Street", "address2": " Apt 4", "city": " Austin",
+                "state": " TX", "country": " USA", "zip": "<zip_1>"}}}]}]) for i in range(80)]
+    return train_bpe(texts, vocab_size=500, extra_tokens=REF_TOKENS)
+
+
+def _address_grammar(atok):
+    from rl.chat.views import REF_PARAMS, REF_TOKENS, SAID_PARAMS
+
+    return ToolCallGrammar([ADDRESS_TOOL], atok, text_tokens=REF_TOKENS, ref_params=REF_PARAMS,
+                           spaced_values=True, copy_params=SAID_PARAMS)
+
+
+def _spans(said):
+    """Every word-aligned piece of the messages: what a copied value may be."""
+    out = {""}
+    for msg in said:
+        starts = [m.start() for m in re.finditer(r"(?<![\w>])(?:<\w+_\d+>|\w)", msg)]
+        ends = [m.end() for m in re.finditer(r"(?:<\w+_\d+>|\w)(?![\w<>])", msg)]
+        out |= {msg[a:b] for a in starts for b in ends if b > a}
+    return out
+
+
+def test_copied_values_continue_and_close_only_on_word_aligned_spans_of_what_the_customer_said(atok):
+    g = _address_grammar(atok)
+    texts = {i: t for i, t in enumerate(g.texts) if t}
+    head = '\n{"name": "modify_pending_order_address", "arguments": {"order_id": "<order_1>", "address1": " '
+    at = g.consume(g.start(), head)
+    assert at == ("copy", 0, at[2])
+
+    def copy_mask(value):
+        return g.copy_mask(g.consume(at, value), value, SAID)
+
+    mask = copy_mask("Aus")
+    assert mask is not None
+    allowed = {texts[i] for i in mask.nonzero().flatten().tolist()}
+    assert allowed and all(("Aus" + t.split('"')[0]) in "Austin" for t in allowed), allowed
+    assert not any(t.startswith('"') for t in allowed)  # "Aus" ends no word: the value cannot close
+    closing = copy_mask("Austin")  # a whole word: the value may close, or go on ("Austin, TX")
+    assert closing is not None
+    after = {texts[i] for i in closing.nonzero().flatten().tolist()}
+    assert any(t.startswith('"') for t in after) and all(t[0] in '",' for t in after), after
+    start = copy_mask("")  # the first character of a value: a word start, or an empty value
+    firsts = {texts[i][0] for i in start.nonzero().flatten().tolist()}
+    words = re.findall(r"<\w+_\d+>|\w+", " ".join(SAID))
+    assert firsts == {w[0] for w in words} | {'"'}, firsts
+    assert copy_mask("Paris") is None  # nothing the customer said: the syntax alone applies
+    assert copy_mask("tin") is None  # a span starts at the start of a word
+    # a token that enters the value from before it (` {"` after `"address1": "`) is held to the same spans
+    before = g.consume(g.start(), head[:-1])  # the value's leading space is still to be written
+    entering = g.copy_mask(before, "", SAID)
+    assert entering is not None
+    ok = {texts[i] for i in entering.nonzero().flatten().tolist()}
+    spans = _spans(SAID)
+    assert " " in ok and ' {"' in texts.values() and ' {"' not in ok, ok
+    assert all(t.startswith(" ") and any(x.startswith(t[1:].split('"')[0]) for x in spans) for t in ok), ok
+    assert g.copy_mask(g.start(), "", SAID) is None  # the tool's name: nothing copied here
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_constrained_sampling_copies_every_address_field_from_the_customers_words(atok, seed):
+    g = _address_grammar(atok)
+    model = _model(atok, seed)
+    prompt = encode(atok, render_conversation([{"role": "user", "content": m} for m in SAID],
+                                              add_generation_prompt=True) + TOOL_CALL_OPEN)
+    rows = 6
+    shown = frozenset({"<order_1>", "<zip_1>"})
+    constraint = CallConstraint([g] * rows, [shown] * rows, [SAID] * rows)
+    for r in range(rows):
+        constraint.update(r, g.open_id)
+    gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=200,
+                                  eos_id=atok.eos_token_id, pad_id=atok.pad_token_id,
+                                  generator=torch.Generator().manual_seed(seed), constraint=constraint,
+                                  return_caches=False)
+    spans, closed = _spans(SAID), 0
+    for gen in gens:
+        if g.close_id not in gen.ids:
+            continue
+        closed += 1
+        text = TOOL_CALL_OPEN + atok.decode(gen.ids[: gen.ids.index(g.close_id) + 1], skip_special_tokens=False)
+        reply = parse_reply(text)
+        assert reply.errors == [], text
+        args = reply.tool_calls[0].arguments
+        for key in ADDRESS_FIELDS:
+            assert args[key].startswith(" ") and args[key][1:] in spans, (key, args[key])
+    assert closed >= rows // 2
+    # without the customer's words the same values are free text
+    free = CallConstraint([g] * rows, [shown] * rows)
+    for r in range(rows):
+        free.update(r, g.open_id)
+    gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=200,
+                                  eos_id=atok.eos_token_id, pad_id=atok.pad_token_id,
+                                  generator=torch.Generator().manual_seed(seed), constraint=free,
+                                  return_caches=False)
+    values = [re.findall(r'"(?:address1|city)": " ([^"]*)"', atok.decode(x.ids, skip_special_tokens=False))
+              for x in gens]
+    assert any(v not in spans for vs in values for v in vs), values
+
+
+def test_a_policy_copies_address_values_only_from_the_customers_messages(atok):
+    from rl.chat.views import SAID_PARAMS
+
+    model = _model(atok, 7)
+    bias = torch.zeros(len(atok))
+    bias[atok.convert_tokens_to_ids(TOOL_CALL_OPEN)] = 50.0  # every turn opens a call at once
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        head.bias = torch.nn.Parameter(bias)
+    view = ChatView(refs=True, constrain_calls=True, spaced_values=True, copied_params=SAID_PARAMS,
+                    tools=("modify_pending_order_address",))
+    assert ChatView.from_manifest(view.describe()) == view
+    policy = LocalPolicy(model, atok, max_new_tokens=200, seed=4, view=view)
+    msgs = [{"role": "system", "content": "agent"},
+            {"role": "user", "content": "My order is #W1234567."},
+            {"role": "assistant", "content": "Sure."},  # replaced below by the policy's own turn
+            {"role": "user", "content": "My new address is 12 Oak Street, Apt 4, Austin, TX 78701, USA."}]
+
+    async def run():
+        first = await policy.act("e", msgs[:2], [ADDRESS_TOOL])
+        return await policy.act("e", [*msgs[:2], first, msgs[3]], [ADDRESS_TOOL])
+
+    reply = asyncio.run(run())
+    ep = policy._episodes["e"]
+    assert ep.said == ("My order is <order_1>.", "My new address is 12 Oak Street, Apt 4, Austin, TX <zip_1>, USA.")
+    calls = [json.loads(c["function"]["arguments"]) for c in reply.get("tool_calls") or []
+             if c["function"]["name"] == "modify_pending_order_address"]
+    spans = _spans(ep.said)
+    assert calls, reply
+    for args in calls:
+        assert args["zip"] == "78701" and args["order_id"] == "#W1234567"
+        for key in ADDRESS_FIELDS:  # the view's leading space is gone; the value is the customer's words
+            assert args[key] in spans, (key, args[key])
