@@ -9,8 +9,9 @@ part of a UTF-8 character; an `enum` spelled exactly; arrays of strings; JSON nu
 With `spaced_values` (the view's option) a free-text string value starts with one space.
 Parameters in `copy_params` (the view's `copied_params`: a new address's lines, city, state and
 country, a customer's names) take a value the customer said: `CallConstraint` holds them to a span of the customer's
-messages as the model was shown them, starting at the start of a word and closing only at the end
-of one (or empty, for an address line the customer has none of). A 2M-parameter model that must
+messages as the model was shown them, starting at the start of a word, closing only at the end of
+one and crossing no comma or sentence mark (or empty, for an address line the customer has none
+of). A 2M-parameter model that must
 write `"city": " Columbus"` after "... Apt 11, Columbus, OH ..." wrote other streets and cities in
 every held-out address change (bench/results/README.md); picking where to copy from is what it can
 learn, spelling a string it has read once is not.
@@ -45,6 +46,7 @@ import bisect
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -84,14 +86,18 @@ def _number_step(phase: str, ch: str, integer: bool) -> str | None:
     return None
 
 
+_PHRASE_END = re.compile(r"[,.;:!?\n]")  # a copied value never crosses one: "Austin", not "Austin, TX"
+
+
 class _Spans:
-    """The word-aligned pieces of a customer's messages, for copied values: every suffix that starts
-    at the start of a word (a letter or digit after a non-word character, or a reference token;
-    never inside a reference token), sorted, so the suffixes a value so far begins are one range."""
+    """The word-aligned pieces of a customer's messages, for copied values: within one phrase (no
+    comma or sentence mark inside), every suffix that starts at the start of a word (a letter or
+    digit after a non-word character, or a reference token; never inside a reference token),
+    sorted, so the suffixes a value so far begins are one range."""
 
     def __init__(self, said: tuple[str, ...]) -> None:
         tails: list[tuple[str, int]] = []
-        for msg in said:
+        for msg in (phrase for m in said for phrase in _PHRASE_END.split(m)):
             inside: set[int] = set()
             for m in REF_PATTERN.finditer(msg):
                 inside.update(range(m.start() + 1, m.end()))

@@ -90,15 +90,18 @@ def reserved_cache(num_layers: int, headroom: int) -> DynamicCache:
 def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches: list[PrefixCache | None], *,
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
                         greedy: bool = False, generator: torch.Generator | None = None,
-                        return_caches: bool = True, constraint: CallConstraint | None = None) -> tuple[
-                            list[Generation], list[PrefixCache]]:
+                        return_caches: bool = True, constraint: CallConstraint | None = None,
+                        call_overrun: int = 0) -> tuple[list[Generation], list[PrefixCache]]:
     """`generate_batch` for conversations that were continued before: row i's cache holds the first
     tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
     generation prompt) is processed. Cached rows are left padded to a common length, the new parts
     likewise after them; padding is masked out (holes in the attention mask) and every token keeps
     its true position. Returns the generations and each row's cache of everything it processed
     (an empty list when `return_caches` is False). With a `constraint`, rows inside a tool call
-    choose only tokens its grammar allows; their log-probs stay those of the unmasked distribution."""
+    choose only tokens its grammar allows; their log-probs stay those of the unmasked distribution,
+    and a row still inside a call when `max_new_tokens` run out goes on for up to `call_overrun`
+    more tokens to close it (the grammar bounds a call's length), so that the budget never cuts a
+    call the model chose to write into a malformed one."""
     n = len(prompts)
     if not n:
         return [], []
@@ -118,7 +121,8 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
         input_ids[i, ls - len(s):] = torch.tensor(s, dtype=torch.long)
         positions[i, ls - len(s):] = torch.arange(k, k + len(s))
     # room for what this call adds: the new part of each prompt (when a cached prefix comes first) and the generation
-    cache = reserved_cache(model.config.num_hidden_layers, headroom=max_new_tokens + (ls if lc else 0))
+    overrun = call_overrun if constraint is not None else 0
+    cache = reserved_cache(model.config.num_hidden_layers, headroom=max_new_tokens + overrun + (ls if lc else 0))
     if lc:
         data = []
         ref = next(c for c, k in zip(caches, cached, strict=True) if k)
@@ -144,7 +148,8 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     new_lp: list[list[float]] = [[] for _ in range(n)]
     alive = torch.ones(n, dtype=torch.bool, device=device)
     finished = [False] * n
-    for step in range(max_new_tokens):
+    limit = max_new_tokens + overrun
+    for step in range(limit):
         tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator,
                               choose_from=constraint.mask_logits(logits) if constraint is not None else None)
         for i in alive.nonzero().flatten().tolist():
@@ -157,7 +162,9 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
                 finished[i] = True
         was_alive = alive
         alive = alive & (tok != eos_id)
-        if not bool(alive.any()) or step == max_new_tokens - 1:
+        if step >= max_new_tokens - 1 and constraint is not None:  # the budget is spent: only open calls go on
+            alive = alive & torch.tensor([s is not None for s in constraint.states], device=alive.device)
+        if not bool(alive.any()) or step == limit - 1:
             break
         # feed what was sampled; rows that had already finished feed masked padding
         tok = torch.where(was_alive, tok, torch.full_like(tok, pad_id))

@@ -16,7 +16,8 @@ The KV cache of every episode's conversation so far is kept between its turns (t
 by appending), so a turn processes only the new customer message or tool results. With
 `constrain_calls` (by default as the view says), a call the model opens is decoded under the grammar
 of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
-parameters, with references its identifiers are ones the conversation has shown, and the values
+parameters (a call still open when the turn's `max_new_tokens` run out may take `call_overrun` more
+tokens to close), with references its identifiers are ones the conversation has shown, and the values
 of the view's `copied_params` (a new address) are spans of the customer's messages; the trace
 keeps the unmasked log-probs.
 """
@@ -108,7 +109,7 @@ class LocalPolicy:
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
                  max_cached_episodes: int = 256, view: ChatView | None = None,
-                 constrain_calls: bool | None = None) -> None:
+                 constrain_calls: bool | None = None, call_overrun: int = 160) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
@@ -118,6 +119,8 @@ class LocalPolicy:
         self.view = view or FULL_VIEW  # how the conversation is shown to the model
         # tool calls decoded under their grammar (rl/chat/call_grammar.py); by default as the view says
         self.constrain_calls = self.view.constrain_calls if constrain_calls is None else constrain_calls
+        # tokens past max_new_tokens a constrained call may take to close (rl/models/generation.py)
+        self.call_overrun = call_overrun
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -235,7 +238,9 @@ class LocalPolicy:
                   shown: list[frozenset[str] | None] | None = None,
                   said: list[tuple[str, ...]] | None = None) -> list[tuple[list[int], list[float]]]:
         start = time.perf_counter()
-        budget = min(self.max_new_tokens, max(1, self.max_context - max(len(p) for p in prompts)))
+        room = self.max_context - max(len(p) for p in prompts)
+        budget = min(self.max_new_tokens, max(1, room))
+        overrun = max(0, min(self.call_overrun, room - budget))
         was_training = self.model.training
         self.model.eval()
         eps = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.reuse_cache else [None] * len(
@@ -244,7 +249,8 @@ class LocalPolicy:
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
-            constraint=CallConstraint(grammars, shown, said) if grammars and any(grammars) else None)
+            constraint=CallConstraint(grammars, shown, said) if grammars and any(grammars) else None,
+            call_overrun=overrun)
         if was_training:
             self.model.train()
         self.stats.calls += 1

@@ -296,9 +296,9 @@ def _address_grammar(atok):
 
 
 def _spans(said):
-    """Every word-aligned piece of the messages: what a copied value may be."""
+    """Every word-aligned piece of the messages within one phrase: what a copied value may be."""
     out = {""}
-    for msg in said:
+    for msg in (phrase for m in said for phrase in re.split(r"[,.;:!?\n]", m)):
         starts = [m.start() for m in re.finditer(r"(?<![\w>])(?:<\w+_\d+>|\w)", msg)]
         ends = [m.end() for m in re.finditer(r"(?:<\w+_\d+>|\w)(?![\w<>])", msg)]
         out |= {msg[a:b] for a in starts for b in ends if b > a}
@@ -320,10 +320,13 @@ def test_copied_values_continue_and_close_only_on_word_aligned_spans_of_what_the
     allowed = {texts[i] for i in mask.nonzero().flatten().tolist()}
     assert allowed and all(("Aus" + t.split('"')[0]) in "Austin" for t in allowed), allowed
     assert not any(t.startswith('"') for t in allowed)  # "Aus" ends no word: the value cannot close
-    closing = copy_mask("Austin")  # a whole word: the value may close, or go on ("Austin, TX")
+    closing = copy_mask("Austin")  # a whole word at the end of its phrase: the value closes
     assert closing is not None
     after = {texts[i] for i in closing.nonzero().flatten().tolist()}
-    assert any(t.startswith('"') for t in after) and all(t[0] in '",' for t in after), after
+    assert after and all(t.startswith('"') for t in after), after
+    assert copy_mask("Austin,") is None  # "Austin, TX" crosses a comma: never a value
+    oak = {texts[i] for i in copy_mask("12 Oak").nonzero().flatten().tolist()}  # may close or go on
+    assert any(t.startswith('"') for t in oak) and any(t.startswith(" ") for t in oak), oak
     start = copy_mask("")  # the first character of a value: a word start, or an empty value
     firsts = {texts[i][0] for i in start.nonzero().flatten().tolist()}
     words = re.findall(r"<\w+_\d+>|\w+", " ".join(SAID))
@@ -414,3 +417,31 @@ def test_a_policy_copies_address_values_only_from_the_customers_messages(atok):
         assert args["zip"] == "78701" and args["order_id"] == "#W1234567"
         for key in ADDRESS_FIELDS:  # the view's leading space is gone; the value is the customer's words
             assert args[key] in spans, (key, args[key])
+
+
+def test_a_call_still_open_when_the_turn_budget_runs_out_is_finished(tok, grammar):
+    model = _model(tok, 0)
+    prompt = encode(tok, render_conversation([{"role": "user", "content": "cancel <order_1>"}],
+                                             add_generation_prompt=True) + TOOL_CALL_OPEN)
+    rows, budget = 6, 5
+
+    def run(overrun):
+        constraint = CallConstraint([grammar] * rows)
+        constraint.states = [grammar.start()] * rows  # every row is inside a call
+        gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=budget,
+                                      eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
+                                      generator=torch.Generator().manual_seed(3), constraint=constraint,
+                                      return_caches=False, call_overrun=overrun)
+        return gens
+
+    cut = run(0)  # without overrun the budget cuts every call
+    assert all(len(g.ids) == budget and grammar.close_id not in g.ids for g in cut)
+    done = run(400)
+    closed = [g for g in done if g.ids[-1] == grammar.close_id]
+    assert len(closed) >= rows // 2
+    for g in done:  # a row stops when its call closes, or at the overrun's end
+        assert g.ids[-1] == grammar.close_id or len(g.ids) == budget + 400
+        assert g.ids.count(grammar.close_id) <= 1
+    for g in closed:
+        text = TOOL_CALL_OPEN + tok.decode(g.ids, skip_special_tokens=False)
+        assert parse_reply(text).errors == [], text
