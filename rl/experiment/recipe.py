@@ -3,8 +3,9 @@
 `cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
 compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
-their grammar), a short system prompt, short conversations (at most 14 turns) and short agent
-turns; GRPO at lr 1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
+their grammar with a new address and a customer's names copied from what the customer said), a
+short system prompt, short conversations (at most 14 turns) and short agent turns; GRPO at lr
+1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
 Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks (cancel, a refused cancellation, an order-status question, an
   address change) and two cancellations of two orders one after the other - no goal shifts, no
