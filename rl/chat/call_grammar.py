@@ -279,10 +279,9 @@ class ToolCallGrammar:
             syntax = allowed.tolist()
             keep = [i for i in candidates
                     if syntax[i] and self._copies_spans(state, value, self.texts[i] or "", spans)]
-            if keep:
-                mask = allowed.clone() if state[0] != "copy" else torch.zeros(self.vocab_size, dtype=torch.bool)
-                if state[0] != "copy":
-                    mask[candidates] = False
+            if keep:  # in a value only the kept tokens; before one, the kept ones among those entering it
+                mask = torch.zeros(self.vocab_size, dtype=torch.bool) if state[0] == "copy" else allowed.clone()
+                mask[candidates] = False
                 mask[keep] = True
         self._copy_masks[key] = mask
         return mask
@@ -404,13 +403,9 @@ class ToolCallGrammar:
                 return ("str", None, prefix + 1, after) if prefix < self.max_string else DEAD
             longer = prefix + ch
             return ("str", enum, longer, after) if any(e.startswith(longer) for e in enum) else DEAD
-        if kind == "copy":  # a copied free-text value, `state[1]` its length so far (the span is checked per row)
-            _, n, after = state
-            if ch == '"':
-                return after
-            if ch in _STRING_BANNED or ch < " " or ch == "\ufffd":
-                return DEAD
-            return ("copy", n + 1, after) if n < self.max_string else DEAD
+        if kind == "copy":  # free text copied from the customer's words: its syntax is free text's (the span is
+            nxt = self.step(("str", None, state[1], state[2]), ch)  # checked per row, CallConstraint)
+            return ("copy", nxt[2], nxt[3]) if nxt[0] == "str" else nxt
         if kind == "ref":  # a reference token of one kind: `<order_` digits `>` then the closing quote
             _, head, digits, after = state
             if head:

@@ -49,7 +49,7 @@ EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "s
             "haggle_cancel"]
 # RL visits the kinds cold start never showed more often (a category named k times takes k slots of
 # the generator's cycle): a goal shift to another order 3x, a shift from an address change 2x. In
-# the committed table GRPO took them from 10 to 15 of 15 and from 3 to 9 of 22 held out
+# session 7's table GRPO took them from 10 to 15 of 15 and from 3 to 9 of 22 held out
 # (bench/results/README.md).
 RL_MIX = ["cancel", "info_status", "modify_address", *["shift_cancel_cancel"] * 3,
           *["shift_modify_address_cancel"] * 2, "haggle_cancel"]
@@ -105,7 +105,7 @@ class ExperimentRecipe(BaseModel):
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
     # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
-    # whole cpu-tiny run with 2 took 38.4 min (bench/results/README.md, "The committed run in detail")
+    # whole cpu-tiny run with 2 took 38.4 to 41.7 min (bench/results/README.md)
     workers: int = Field(default=2, ge=1)
 
     @model_validator(mode="after")
