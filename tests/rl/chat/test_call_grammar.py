@@ -352,13 +352,19 @@ def test_constrained_sampling_copies_every_address_field_from_the_customers_word
                                               add_generation_prompt=True) + TOOL_CALL_OPEN)
     rows = 6
     shown = frozenset({"<order_1>", "<zip_1>"})
-    constraint = CallConstraint([g] * rows, [shown] * rows, [SAID] * rows)
-    for r in range(rows):
-        constraint.update(r, g.open_id)
-    gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=200,
-                                  eos_id=atok.eos_token_id, pad_id=atok.pad_token_id,
-                                  generator=torch.Generator().manual_seed(seed), constraint=constraint,
-                                  return_caches=False)
+
+    def sample(said):
+        """Six calls written under the constraint, with or without the customer's words."""
+        constraint = CallConstraint([g] * rows, [shown] * rows, said)
+        for r in range(rows):
+            constraint.update(r, g.open_id)
+        gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=200,
+                                      eos_id=atok.eos_token_id, pad_id=atok.pad_token_id,
+                                      generator=torch.Generator().manual_seed(seed), constraint=constraint,
+                                      return_caches=False)
+        return gens
+
+    gens = sample([SAID] * rows)
     spans, closed = _spans(SAID), 0
     for gen in gens:
         if g.close_id not in gen.ids:
@@ -372,13 +378,7 @@ def test_constrained_sampling_copies_every_address_field_from_the_customers_word
             assert args[key].startswith(" ") and args[key][1:] in spans, (key, args[key])
     assert closed >= rows // 2
     # without the customer's words the same values are free text
-    free = CallConstraint([g] * rows, [shown] * rows)
-    for r in range(rows):
-        free.update(r, g.open_id)
-    gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=200,
-                                  eos_id=atok.eos_token_id, pad_id=atok.pad_token_id,
-                                  generator=torch.Generator().manual_seed(seed), constraint=free,
-                                  return_caches=False)
+    gens = sample(None)
     values = [re.findall(r'"(?:address1|city)": " ([^"]*)"', atok.decode(x.ids, skip_special_tokens=False))
               for x in gens]
     assert any(v not in spans for vs in values for v in vs), values
