@@ -194,11 +194,6 @@ class ToolCallGrammar:
         self.ref_ids: dict[str, int] = {t: i for t, i in zip(text_tokens, tokenizer.convert_tokens_to_ids(text_tokens),
                                                               strict=True)
                                         if REF_PATTERN.fullmatch(t) and i is not None and i < self.vocab_size}
-        # token ids by their text's first character, for the copy filter
-        self._by_first: dict[str, list[int]] = {}
-        for i, text in enumerate(self.texts):
-            if text:
-                self._by_first.setdefault(text[0], []).append(i)
         self._copy_masks: dict[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = {}
         self._entering: dict[State, list[int]] = {}  # per state, the tokens that enter a copied value
         self._masks: dict[State, torch.Tensor] = {}
@@ -253,6 +248,16 @@ class ToolCallGrammar:
                 mask[ids] = True
             self._shown_masks[key] = mask
         return self._shown_masks[key]
+
+    @functools.cached_property
+    def _by_first(self) -> dict[str, list[int]]:
+        """Token ids by their text's first character, for the copy filter (built on first use, so a
+        grammar without copied parameters never pays for it)."""
+        out: dict[str, list[int]] = {}
+        for i, text in enumerate(self.texts):
+            if text:
+                out.setdefault(text[0], []).append(i)
+        return out
 
     def copy_mask(self, state: State, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
         """For a call in `state` (having written `value` of a copied value when `state` is inside
