@@ -8,11 +8,12 @@ short system prompt, short conversations (at most 14 turns) and short agent turn
 1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
 Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks (cancel, a refused cancellation, an order-status question, an
-  address change) and two cancellations of two orders one after the other - no goal shifts, no
-  haggling - played by the teacher (rl/coldstart/teacher.py);
+  address change, twice as often as the others) and two cancellations of two orders one after the
+  other - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
 - RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
   shifts (the customer drops a cancellation or an address change for another cancellation) and
-  haggling (insisting on a forbidden cancellation, then returning items), goal shifts weighted up;
+  haggling (insisting on a forbidden cancellation, then returning items), goal shifts weighted up
+  (a shift from an address change most);
 - evaluation: the RL kinds, evenly, on held-out customers, >= 100 tasks, greedy, scripted customers;
 - validation (off in cpu-tiny, `n_val_tasks`): the evaluation's kinds, evenly, on RL-side customers
   that no RL task uses; each GRPO run then ships the best of its starting model and its
