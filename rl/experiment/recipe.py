@@ -44,7 +44,7 @@ TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_de
 # Two cancellations of two orders (`multi_cancel_cancel`, multi-intent, not a goal shift) give the
 # cold start conversations that act on a second order (`<order_2>`): without them no cold-start
 # conversation names one, and RL never reaches a shift to another order (bench/results/README.md).
-# An address change takes 2 slots: with one (session 10) the cold start asked for a cancellation
+# An address change takes 2 slots: with one (session 11's `d2`) the cold start asked for a cancellation
 # reason after looking up the order in most held-out address changes and then wrote the address
 # without asking to confirm, so a customer who changes their mind at the confirmation never got the
 # chance (bench/results/README.md, "The cold start forgets an address change").
@@ -56,8 +56,9 @@ EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "s
 # the generator's cycle): a shift from an address change 4x, a goal shift to another order 2x. With
 # 3x / 2x (session 10, `c2`) GRPO took shifts to another order from 10 to 15 of 15 held out but
 # sampled shifts from an address change succeeded in 7% of 200 rollouts and never improved; they
-# are the largest kind held out (22 of 105) and the one the cold start fails most (1 of 22)
-# (bench/results/README.md).
+# are the largest kind held out (22 of 105) and the one the cold start fails most (1 of 22). With
+# 4x / 2x and the cold start's address changes doubled (`d3`): 5 -> 17 of 22, but plain address
+# changes 9 -> 0 of 16 (bench/results/README.md).
 RL_MIX = ["cancel", "info_status", "modify_address", *["shift_cancel_cancel"] * 2,
           *["shift_modify_address_cancel"] * 4, "haggle_cancel"]
 
