@@ -249,6 +249,12 @@ class ToolCallGrammar:
             self._shown_masks[key] = mask
         return self._shown_masks[key]
 
+    def unshown_ids(self, refs: frozenset[str]) -> torch.Tensor | None:
+        """The ids of the reference tokens the tokenizer holds whole that are not in `refs` (None:
+        every one is shown); for masking them in free text (`CallConstraint`'s `text_refs`)."""
+        ids = [i for r, i in self.ref_ids.items() if r not in refs]
+        return torch.tensor(ids, dtype=torch.long) if ids else None
+
     @functools.cached_property
     def _by_first(self) -> dict[str, list[int]]:
         """Token ids by their text's first character, for the copy filter (built on first use, so a
@@ -470,11 +476,14 @@ class CallConstraint:
     (per row, the references its conversation has shown, or None), a row's call is held to
     `grammar.for_shown(refs)` and its identifier slots to the references shown. With `said` (per
     row, the customer's messages as the model read them), a value of a copied parameter is held to
-    a span of them (`ToolCallGrammar.copy_mask`)."""
+    a span of them (`ToolCallGrammar.copy_mask`). With `text_refs`, a row outside a call (its
+    free text: a proposal, an answer) may write only the reference tokens its conversation has
+    shown: a model that says "cancel order `<order_2>`" when only `<order_1>` was named names an
+    order nobody mentioned (the cold start did in 58 of 105 held-out episodes; bench/results/README.md)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
-                 said: list[tuple[str, ...]] | None = None) -> None:
+                 said: list[tuple[str, ...]] | None = None, text_refs: bool = False) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -482,14 +491,23 @@ class CallConstraint:
         self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(grammars, self.shown, strict=True)]
         self.states: list[State | None] = [None] * len(grammars)
         self.written = [""] * len(grammars)  # the text of each row's open call so far
+        # per row, the reference tokens its free text may not write (those not shown), or None
+        self.unshown: list[torch.Tensor | None] = [
+            g.unshown_ids(r) if text_refs and g is not None and r is not None else None
+            for g, r in zip(self.grammars, self.shown, strict=True)]
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
         same tensor when no row is inside a call)."""
         rows = [i for i, s in enumerate(self.states) if s is not None]
-        if not rows:
+        free = [i for i, s in enumerate(self.states) if s is None and self.unshown[i] is not None]
+        if not rows and not free:
             return logits
         out = logits.clone()
+        for i in free:
+            ids = self.unshown[i]
+            assert ids is not None
+            out[i, ids.to(out.device)] = float("-inf")
         for i in rows:
             g, s = self.grammars[i], self.states[i]
             assert g is not None and s is not None

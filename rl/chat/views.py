@@ -134,6 +134,8 @@ class ChatView:
     spaced_values: bool = False  # free-text string arguments shown with a leading space
     # free-text parameters decoded as a span of the customer's messages (rl/chat/call_grammar.py)
     copied_params: tuple[str, ...] = ()
+    # with constrain_calls and refs: free text names only references the conversation has shown
+    shown_refs_in_text: bool = False
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -213,7 +215,7 @@ class ChatView:
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
                 "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
-                "copied_params": list(self.copied_params)}
+                "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -226,7 +228,8 @@ class ChatView:
                    names=frozenset(view.get("names") or ()), shuffle_refs=bool(view.get("shuffle_refs")),
                    constrain_calls=bool(view.get("constrain_calls")),
                    spaced_values=bool(view.get("spaced_values")),
-                   copied_params=tuple(view.get("copied_params") or ()))
+                   copied_params=tuple(view.get("copied_params") or ()),
+                   shown_refs_in_text=bool(view.get("shown_refs_in_text")))
 
 
 def _conversation_key(messages: list[dict[str, Any]]) -> str:

@@ -95,6 +95,9 @@ class ExperimentRecipe(BaseModel):
     # what the customer said (rl/chat/views.py SAID_PARAMS, rl/chat/call_grammar.py); only with
     # constrain_calls
     copy_values: bool = True
+    # an agent's free text names only references its conversation has shown (rl/chat/call_grammar.py
+    # `CallConstraint`); only with refs and constrain_calls
+    shown_refs_in_text: bool = True
     # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py). With both on,
     # the cold start reads the customer's reason (bench/reason_probe.py: 0.93 / 0.92 on the right one,
     # 0.35 / 0.34 without): bench/results/README.md.
@@ -129,7 +132,8 @@ class ExperimentRecipe(BaseModel):
         return ChatView(tools=tuple(self.tools) if self.tools else None, compact_schemas=self.compact,
                         compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
-                        copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else ())
+                        copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
+                        shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

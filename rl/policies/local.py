@@ -249,7 +249,8 @@ class LocalPolicy:
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
-            constraint=CallConstraint(grammars, shown, said) if grammars and any(grammars) else None,
+            constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text)
+            if grammars and any(grammars) else None,
             call_overrun=overrun)
         if was_training:
             self.model.train()

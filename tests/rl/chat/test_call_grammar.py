@@ -267,6 +267,43 @@ def test_a_policy_with_references_writes_only_identifiers_the_conversation_showe
     assert set(expanded) <= {"#W1234567", "#W7654321"}
 
 
+def test_free_text_names_only_references_the_conversation_showed():
+    from rl.chat.views import REF_TOKENS
+
+    texts = [render_conversation([
+        {"role": "user", "content": f"Where is <order_{1 + i % 3}>, number {i}?"},
+        {"role": "assistant", "content": f"Order <order_{1 + i % 3}> is pending."}]) for i in range(60)]
+    rtok = train_bpe(texts, vocab_size=400, extra_tokens=REF_TOKENS)
+    model = _model(rtok, 4)
+    bias = torch.zeros(len(rtok))
+    bias[[rtok.convert_tokens_to_ids(f"<order_{n}>") for n in range(1, 25)]] = 20.0  # names orders,
+    bias[[rtok.convert_tokens_to_ids(f"<order_{n}>") for n in range(3, 25)]] = 30.0  # an unseen one first
+    with torch.no_grad():
+        model.get_output_embeddings().bias = torch.nn.Parameter(bias)
+    named = [{"role": "system", "content": "agent"},
+             {"role": "user", "content": "It is order #W1234567, and also #W7654321."}]
+
+    def written(text_refs: bool) -> list[str]:
+        policy = LocalPolicy(model, rtok, max_new_tokens=12, seed=3, view=ChatView(
+            refs=True, constrain_calls=True, tools=("cancel_pending_order",), shown_refs_in_text=text_refs))
+
+        async def run():
+            return [await policy.act(f"t{k}", named, TOOLS) for k in range(3)]
+
+        return [r for m in asyncio.run(run()) for r in re.findall(r"<order_\d+>", m["raw"])]
+
+    free, held = written(False), written(True)
+    assert set(free) - {"<order_1>", "<order_2>"}, free  # unconstrained, the model names unseen orders
+    assert held and set(held) <= {"<order_1>", "<order_2>"}, held
+    # the recorded log-probs stay those of the unmasked distribution (the trainer recomputes them)
+    constraint = CallConstraint([ToolCallGrammar(TOOLS, rtok, text_tokens=REF_TOKENS)], [frozenset({"<order_1>"})],
+                                text_refs=True)
+    masked = constraint.mask_logits(torch.zeros(1, len(rtok)))
+    assert masked[0, rtok.convert_tokens_to_ids("<order_1>")] == 0
+    assert masked[0, rtok.convert_tokens_to_ids("<order_2>")] == float("-inf")
+    assert torch.isfinite(masked).sum() == len(rtok) - len(REF_TOKENS) + 1
+
+
 ADDRESS_TOOL = {"type": "function", "function": {"name": "modify_pending_order_address", "parameters": {
     "type": "object", "required": ["order_id", "address1", "address2", "city", "state", "country", "zip"],
     "properties": {k: {"type": "string"} for k in ("order_id", "address1", "address2", "city", "state",
