@@ -59,7 +59,7 @@ EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "s
 # are the largest kind held out (22 of 105) and the one the cold start fails most (1 of 22). With
 # 4x / 2x and the cold start's address changes doubled (`d3`): 5 -> 17 of 22, but plain address
 # changes 9 -> 0 of 16 (bench/results/README.md).
-RL_MIX = ["cancel", "info_status", "modify_address", *["shift_cancel_cancel"] * 2,
+RL_MIX = ["cancel", "info_status", *["modify_address"] * 3, *["shift_cancel_cancel"] * 2,
           *["shift_modify_address_cancel"] * 4, "haggle_cancel"]
 
 
