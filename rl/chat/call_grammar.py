@@ -251,9 +251,15 @@ class ToolCallGrammar:
 
     def unshown_ids(self, refs: frozenset[str]) -> torch.Tensor | None:
         """The ids of the reference tokens the tokenizer holds whole that are not in `refs` (None:
-        every one is shown); for masking them in free text (`CallConstraint`'s `text_refs`)."""
-        ids = [i for r, i in self.ref_ids.items() if r not in refs]
-        return torch.tensor(ids, dtype=torch.long) if ids else None
+        every one is shown); for masking them in free text (`CallConstraint`'s `text_refs`). Cached
+        with the shown masks, as every agent turn asks for it."""
+        key = ("unshown", refs)
+        if key not in self._shown_masks:
+            if len(self._shown_masks) >= 4096:
+                self._shown_masks.clear()
+            ids = [i for r, i in self.ref_ids.items() if r not in refs]
+            self._shown_masks[key] = torch.tensor(ids, dtype=torch.long) if ids else None
+        return self._shown_masks[key]
 
     @functools.cached_property
     def _by_first(self) -> dict[str, list[int]]:
