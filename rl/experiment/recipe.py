@@ -3,7 +3,8 @@
 `cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
 compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
-their grammar with a new address and a customer's names copied from what the customer said), a
+their grammar with a new address and a customer's names copied from what the customer said, free
+text naming only references the conversation has shown), a
 short system prompt, short conversations (at most 14 turns) and short agent turns; GRPO at lr
 1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
 Task mixes (all from the tau retail store, on disjoint customers):
@@ -61,7 +62,9 @@ EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "s
 # changes 9 -> 0 of 16; the same again in session 12's `e2` (4 -> 16, and 7 -> 0): with 14 plain
 # address changes against 60 shifts from one, GRPO unlearned copying the new address (its writes
 # took values from the wrong phrases). Plain address changes in 3 slots (`e3`) kept them (7 -> 8) but
-# GRPO then learned no shift and unlearned cancelling (18 -> 7 of 18): bench/results/README.md.
+# GRPO then learned no shift and unlearned cancelling (18 -> 7 of 18); back to one slot, the whole
+# run `e4` (the code of `e2` again) gained +12.4 (shifts from an address change 4 -> 19, address
+# changes 7 -> 0): bench/results/README.md.
 RL_MIX = ["cancel", "info_status", "modify_address", *["shift_cancel_cancel"] * 2,
           *["shift_modify_address_cancel"] * 4, "haggle_cancel"]
 
