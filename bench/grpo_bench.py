@@ -6,7 +6,9 @@
 - multi-turn episodes with each episode's KV cache kept across its turns vs re-processing the whole
   conversation every turn (seconds for the same 4-turn conversations);
 - tool-call generation under the call grammar (rl/chat/call_grammar.py; every new token masked) vs
-  the same generation unconstrained, in new tokens/s, with the one-off cost of building the masks.
+  the same generation unconstrained, in new tokens/s, with the one-off cost of building the masks;
+- free text with the references a conversation has not shown masked (`CallConstraint`'s
+  `text_refs`, the `cpu-tiny` view's `shown_refs_in_text`) vs the same free text unmasked.
 Usage: .venv/bin/python bench/grpo_bench.py [--traces 16] [--length 1024] [--json]
 """
 
@@ -20,6 +22,7 @@ import time
 
 import torch
 
+from rl.chat.views import REF_TOKENS
 from rl.grpo.logprobs import micro_batches, token_logprobs
 from rl.grpo.trace import Trace
 from rl.grpo.trainer import GRPOConfig, GRPOTrainer
@@ -38,7 +41,8 @@ def main() -> None:
     torch.set_num_threads(2)
     rng = random.Random(0)
     words = [f"w{i}" for i in range(3000)]
-    tok = train_bpe([" ".join(rng.choice(words) for _ in range(400)) for _ in range(400)], vocab_size=4096)
+    tok = train_bpe([" ".join(rng.choice(words) for _ in range(400)) for _ in range(400)], vocab_size=4096,
+                    extra_tokens=REF_TOKENS)
     model = build_tiny_model(tok)
     vocab = len(tok) - 20
     traces = []
@@ -127,8 +131,22 @@ def _constrained_calls(model, tok, prompts, a) -> dict[str, float]:
     run(True)  # builds the masks of the states these calls visit
     build += time.perf_counter() - t0
     free, held = run(False), run(True)
+
+    def free_text(text_refs: bool) -> float:  # rows outside a call; with text_refs unshown references masked
+        refs = ToolCallGrammar(CALL_TOOLS, tok, text_tokens=REF_TOKENS)
+        constraint = CallConstraint([refs] * n, [frozenset({"<order_1>"})] * n, text_refs=text_refs)
+        t0 = time.perf_counter()
+        gens, _ = generate_continuing(model, prompts, [None] * n, max_new_tokens=a.new_tokens,
+                                      eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
+                                      generator=torch.Generator().manual_seed(0), constraint=constraint,
+                                      return_caches=False)
+        return sum(len(g.ids) for g in gens) / (time.perf_counter() - t0)
+
+    text_free, text_held = free_text(False), free_text(True)
     return {"call_new_tokens_per_s_unconstrained": free, "call_new_tokens_per_s_constrained": held,
-            "constrained_ratio": held / free, "grammar_first_use_seconds": build}
+            "constrained_ratio": held / free, "grammar_first_use_seconds": build,
+            "text_new_tokens_per_s_any_refs": text_free, "text_new_tokens_per_s_shown_refs": text_held,
+            "text_refs_ratio": text_held / text_free}
 
 
 def _multi_turn(model, tok, rng, vocab, a, *, reuse_cache: bool) -> float:
