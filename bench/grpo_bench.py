@@ -115,34 +115,29 @@ def _constrained_calls(model, tok, prompts, a) -> dict[str, float]:
     grammar = ToolCallGrammar(CALL_TOOLS, tok)
     build = time.perf_counter() - t0
 
-    def run(constrain: bool) -> float:
-        constraint = None
-        if constrain:
-            constraint = CallConstraint([grammar] * n)
-            constraint.states = [grammar.start()] * n
+    def timed(rows: list[list[int]], constraint: CallConstraint | None) -> float:
+        """New tokens/s generating from `rows` under `constraint`."""
         t0 = time.perf_counter()
-        gens, _ = generate_continuing(model, opened, [None] * n, max_new_tokens=a.new_tokens,
+        gens, _ = generate_continuing(model, rows, [None] * n, max_new_tokens=a.new_tokens,
                                       eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
                                       generator=torch.Generator().manual_seed(0), constraint=constraint,
                                       return_caches=False)
         return sum(len(g.ids) for g in gens) / (time.perf_counter() - t0)
+
+    def in_calls() -> CallConstraint:  # every row inside the call it has just opened
+        constraint = CallConstraint([grammar] * n)
+        constraint.states = [grammar.start()] * n
+        return constraint
 
     t0 = time.perf_counter()
-    run(True)  # builds the masks of the states these calls visit
+    timed(opened, in_calls())  # builds the masks of the states these calls visit
     build += time.perf_counter() - t0
-    free, held = run(False), run(True)
-
-    def free_text(text_refs: bool) -> float:  # rows outside a call; with text_refs unshown references masked
-        refs = ToolCallGrammar(CALL_TOOLS, tok, text_tokens=REF_TOKENS)
-        constraint = CallConstraint([refs] * n, [frozenset({"<order_1>"})] * n, text_refs=text_refs)
-        t0 = time.perf_counter()
-        gens, _ = generate_continuing(model, prompts, [None] * n, max_new_tokens=a.new_tokens,
-                                      eos_id=tok.eos_token_id, pad_id=tok.pad_token_id,
-                                      generator=torch.Generator().manual_seed(0), constraint=constraint,
-                                      return_caches=False)
-        return sum(len(g.ids) for g in gens) / (time.perf_counter() - t0)
-
-    text_free, text_held = free_text(False), free_text(True)
+    free, held = timed(opened, None), timed(opened, in_calls())
+    # free text (rows outside a call), with and without the references the rows have not shown masked
+    refs = ToolCallGrammar(CALL_TOOLS, tok, text_tokens=REF_TOKENS)
+    shown = [frozenset({"<order_1>"})] * n
+    text_free = timed(prompts, CallConstraint([refs] * n, shown, text_refs=False))
+    text_held = timed(prompts, CallConstraint([refs] * n, shown, text_refs=True))
     return {"call_new_tokens_per_s_unconstrained": free, "call_new_tokens_per_s_constrained": held,
             "constrained_ratio": held / free, "grammar_first_use_seconds": build,
             "text_new_tokens_per_s_any_refs": text_free, "text_new_tokens_per_s_shown_refs": text_held,
