@@ -504,7 +504,7 @@ class CallConstraint:
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
-        same tensor when no row is inside a call)."""
+        same tensor when no row is inside a call and no free-text row has references to hide)."""
         rows = [i for i, s in enumerate(self.states) if s is not None]
         free = [i for i, s in enumerate(self.states) if s is None and self.unshown[i] is not None]
         if not rows and not free:

@@ -4,9 +4,9 @@
 trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
 compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
 their grammar with a new address and a customer's names copied from what the customer said, free
-text naming only references the conversation has shown), a
-short system prompt, short conversations (at most 14 turns) and short agent turns; GRPO at lr
-1e-4 with sequence-mean loss aggregation, 2 PPO mini-batches per step.
+text naming only references the conversation has shown), a short system prompt, short
+conversations (at most 14 turns) and short agent turns; GRPO at lr 1e-4 with sequence-mean loss
+aggregation, 2 PPO mini-batches per step.
 Task mixes (all from the tau retail store, on disjoint customers):
 - cold start: single-intent tasks (cancel, a refused cancellation, an order-status question, an
   address change, twice as often as the others) and two cancellations of two orders one after the

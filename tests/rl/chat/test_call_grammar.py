@@ -295,7 +295,7 @@ def test_free_text_names_only_references_the_conversation_showed():
     free, held = written(False), written(True)
     assert set(free) - {"<order_1>", "<order_2>"}, free  # unconstrained, the model names unseen orders
     assert held and set(held) <= {"<order_1>", "<order_2>"}, held
-    # the recorded log-probs stay those of the unmasked distribution (the trainer recomputes them)
+    # the mask itself: outside a call, exactly the references not shown are ruled out
     constraint = CallConstraint([ToolCallGrammar(TOOLS, rtok, text_tokens=REF_TOKENS)], [frozenset({"<order_1>"})],
                                 text_refs=True)
     masked = constraint.mask_logits(torch.zeros(1, len(rtok)))
