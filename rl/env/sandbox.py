@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from backend.db.engine import admin_url, check_db_name, with_database
+from backend.db.engine import admin_connection, admin_url, check_db_name, with_database
 from backend.tools.context import Principal, ToolContext
 from rl.env.changes import Changes, changed_records, is_pristine
 from rl.env.snapshot import Snapshot
@@ -44,6 +44,30 @@ Strategy = Literal["wal_log", "file_copy"]
 # per copy. Same ranking on PostgreSQL 15 (system) and 18 (embedded).
 DEFAULT_STRATEGY: Strategy = "wal_log"
 SANDBOX_SESSION_SETTINGS = {"synchronous_commit": "off", "jit": "off"}
+# Server connections left to clients other than sandbox pools (the service, psql, tests).
+OTHER_CLIENTS = 12
+DEFAULT_POOL_WORKERS = 2  # a pool's refill workers; it holds one admin connection more than that
+
+
+async def free_connections(admin: AsyncConnection) -> int:
+    """The server connections sandbox pools may share: `max_connections` less the superuser
+    reserve and `OTHER_CLIENTS`."""
+    limit = int(await admin.scalar(text("SHOW max_connections")))
+    reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
+    return limit - reserved - OTHER_CLIENTS
+
+
+def sandbox_budget(free: int, *, pools: int = 1, workers: int = DEFAULT_POOL_WORKERS) -> int:
+    """Sandboxes (one connection each) each of `pools` pools with `workers` refill workers may hold
+    so that all of them, admin connections included, stay within `free` connections (at least 1)."""
+    return max(1, free // pools - (workers + 1))
+
+
+async def sandbox_share(server_url: str, pools: int) -> int:
+    """`sandbox_budget` for `pools` default pools on the server at `server_url`, e.g. one per
+    process when several environments run side by side."""
+    async with admin_connection(server_url) as admin:
+        return sandbox_budget(await free_connections(admin), pools=pools)
 
 
 @dataclass(eq=False)
@@ -123,7 +147,7 @@ class SandboxPool:
     """Ready-made sandboxes of one snapshot, refilled in the background."""
 
     def __init__(self, snapshot: Snapshot, size: int = 8, *, max_sandboxes: int | None = None,
-                 workers: int = 2, strategy: Strategy = DEFAULT_STRATEGY, warm: bool = True) -> None:
+                 workers: int = DEFAULT_POOL_WORKERS, strategy: Strategy = DEFAULT_STRATEGY, warm: bool = True) -> None:
         if size < 0 or workers < 1:
             raise ValueError("size must be >= 0 and workers >= 1")
         self.snapshot = snapshot
@@ -314,10 +338,7 @@ class SandboxPool:
 
     async def _connection_budget(self) -> int:
         async with self._admin() as admin:
-            limit = int(await admin.scalar(text("SHOW max_connections")))
-            reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-        # leave room for the pool's own admin connections and for other clients of the server
-        return max(1, limit - reserved - (self.workers + 1) - 12)
+            return sandbox_budget(await free_connections(admin), workers=self.workers)
 
     @property
     def name_prefix(self) -> str:

@@ -89,19 +89,6 @@ def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str
     return seconds
 
 
-async def sandbox_share(server_url: str, workers: int) -> int:
-    """Sandboxes each of `workers` environments may hold so that all of them together (with each
-    pool's 3 admin connections and 12 left for other clients) stay within the server's limit."""
-    from sqlalchemy import text
-
-    from backend.db.engine import admin_connection
-
-    async with admin_connection(server_url) as admin:
-        limit = int(await admin.scalar(text("SHOW max_connections")))
-        reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-    return max(1, (limit - reserved - 12) // workers - 3)
-
-
 class _QueueReporter:
     """A worker's progress, sent to the parent process, which shows it."""
 
@@ -160,6 +147,7 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     import multiprocessing
 
     from backend.db.engine import database_url, normalize_url
+    from rl.env.sandbox import sandbox_share
 
     finished = set(finished)
     left = [j for j in jobs if j.stage not in finished]
