@@ -23,13 +23,17 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing.queues import Queue
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import structlog
 
-from rl.experiment.paper_table import GRPO_RUNS, ROWS, task_set_names
+from rl.experiment.environment import ExperimentEnv
+from rl.experiment.plan import GRPO_RUNS, ROWS, Reporter, TaskSets, task_set_names
 from rl.experiment.recipe import ExperimentRecipe
+from rl.experiment.stages import Stages
 
 log = structlog.get_logger(__name__)
 # A stage's weight when choosing what to start next: a GRPO run is about ten evaluations of work.
@@ -68,7 +72,7 @@ def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | No
     return max(ready, key=lambda j: chain_cost(jobs, j.stage), default=None)
 
 
-def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
+def run_stage(st: Stages, stage: str, tasks: TaskSets) -> None:
     """Run one job's stage with the `Stages` object `st`."""
     kind, _, row = stage.partition("_")
     if kind == "grpo":
@@ -78,7 +82,7 @@ def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
         st.evaluate(row, tasks["eval"])
 
 
-def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str, Any]) -> dict[str, float]:
+def run_in_process(st: Stages, jobs: list[Job], finished: set[str], tasks: TaskSets) -> dict[str, float]:
     """The schedule with one worker: this process, one stage after the other. Returns seconds per stage."""
     finished, seconds = set(finished), {}
     while (job := next_job(jobs, finished, set())) is not None:
@@ -89,11 +93,19 @@ def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str
     return seconds
 
 
+# What a worker tells the parent: ("stage", worker, name, total), ("advance", worker, n, info),
+# ("done", worker, stage, seconds) or ("failed", worker, stage or None, traceback).
+WorkerEvent = tuple[str, int, Any, Any]
+
+
 class _QueueReporter:
     """A worker's progress, sent to the parent process, which shows it."""
 
-    def __init__(self, index: int, events: Any) -> None:
+    def __init__(self, index: int, events: Queue[WorkerEvent]) -> None:
         self.index, self.events = index, events
+
+    def lane(self) -> _QueueReporter:
+        return self
 
     def stage(self, name: str, total: int | None = None) -> None:
         self.events.put(("stage", self.index, name, total))
@@ -102,20 +114,18 @@ class _QueueReporter:
         self.events.put(("advance", self.index, n, info))
 
 
-def _raise_on_sigterm(signum: int, _frame: Any) -> None:
+def _raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds the worker's environment: sandboxes and snapshot dropped
 
 
 def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: int,
-            max_sandboxes: int, inbox: Any, events: Any) -> None:
+            max_sandboxes: int, inbox: Queue[str | None], events: Queue[WorkerEvent]) -> None:
     """One worker process: its own environment, then stages from `inbox` until it reads None."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     stage = None
     try:
         import torch
 
-        from rl.experiment.environment import ExperimentEnv
-        from rl.experiment.stages import Stages
         from rl.tasks.schema import load_tasks
         from rl.tasks.stores import resolve_store
 
@@ -140,7 +150,7 @@ class StageFailed(RuntimeError):
 
 
 def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finished: set[str], *,
-                   server_url: str | None, data_dir: Path | None, reporter: Any) -> dict[str, float]:
+                   server_url: str | None, data_dir: Path | None, reporter: Reporter) -> dict[str, float]:
     """The schedule on `recipe.workers` processes (fewer when fewer stages are left). Returns the
     seconds each stage took in its worker."""
     import asyncio

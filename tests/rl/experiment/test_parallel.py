@@ -1,6 +1,7 @@
 """The schedule of the experiment's GRPO runs and evaluations (rl/experiment/parallel.py): what
-starts when (each worker's share of the server's connections: tests/rl/env/test_connection_budget.py). The workers themselves run in
-the smoke pipeline (tests/rl/experiment/test_paper_table.py)."""
+starts when. Each worker's share of the server's connections is tested with the pool's
+(tests/rl/env/test_connection_budget.py); the workers themselves run in the smoke pipeline
+(tests/rl/experiment/test_paper_table.py)."""
 
 from rl.experiment.parallel import Job, chain_cost, next_job, training_and_evaluation_jobs
 
