@@ -38,10 +38,8 @@ from rl.env.warmup import warm_up
 log = structlog.get_logger(__name__)
 
 Strategy = Literal["wal_log", "file_copy"]
-# Measured on the 2-core dev machine (10 MB tau retail snapshot, copy + drop, p50): WAL_LOG 23-25 ms
-# to copy and 8-9 ms to drop on a quiet disk (80-156 / 10-58 ms under other jobs' disk load);
-# FILE_COPY 66-72 / 33-39 ms quiet (137-498 / 48-520 ms loaded), since it forces two checkpoints
-# per copy. Same ranking on PostgreSQL 15 (system) and 18 (embedded).
+# WAL_LOG copies and drops a small snapshot about 3x faster than FILE_COPY, which forces two
+# checkpoints per copy (bench/RESULTS.md).
 DEFAULT_STRATEGY: Strategy = "wal_log"
 SANDBOX_SESSION_SETTINGS = {"synchronous_commit": "off", "jit": "off"}
 # Server connections left to clients other than sandbox pools (the service, psql, tests).

@@ -1,30 +1,13 @@
 """`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one command.
+Stages, each writing its result under DIR and skipped when it is already there (so an interrupted
+run continues; `reused_stages` in the table lists them): task sets on disjoint customers
+(`DIR/tasks/`), cold-start data played by the teacher and quality-filtered (`DIR/coldstart/`), a
+BPE tokenizer and random tiny Qwen3 (`DIR/models/base`), SFT (`DIR/models/cold_start`), three GRPO
+runs (`mua_rl`, `no_cold_start`, `static_query`: rl/experiment/plan.py `GRPO_RUNS`), evaluation of
+the five rows on the held-out tasks (`DIR/eval/<row>/`; with `workers` > 1 these two kinds of stage
+run side by side, rl/experiment/parallel.py), then `DIR/table.json`, `DIR/table.md`, plots and
+`DIR/failures.{json,md}` (rl/eval/failures.py)."""
 
-Stages (each writes its result under DIR and is skipped when that result is already there, so an
-interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
-table lists the stages a run reused in `reused_stages`, and `table.md` says so, since its wall time
-then counts only the stages run):
-1. tasks: cold-start, RL, evaluation (and validation) task sets from the store, on disjoint customers
-   (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
-2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
-   customer on sandboxes; the quality filter keeps clean successes (`DIR/coldstart/*.jsonl`);
-3. base model: a BPE tokenizer trained on those conversations and a randomly initialised tiny
-   Qwen3 (`DIR/models/base`);
-4. cold start: SFT of the base model on the filtered data (`DIR/models/cold_start`);
-5. GRPO, three runs on the RL tasks: `mua_rl` (from the cold start, goal-shifting and haggling
-   scripted customers), `no_cold_start` (the same from the base model) and `static_query` (from the
-   cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
-   each ships its last step or, when the recipe asks for validation tasks, the best of its
-   starting model and its checkpoints on them (rl/grpo/selection.py; `table.json`'s `selection`
-   says which step);
-6. evaluation of the five models on the held-out tasks, greedy, scripted customers
-   (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
-   with the recipe's `workers` > 1, stages 5 and 6 run side by side in that many processes, each
-   stage as soon as its model exists (rl/experiment/parallel.py);
-7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`);
-8. `DIR/failures.json` and `DIR/failures.md`: why each row's failed episodes failed
-   (rl/eval/failures.py; `muarl experiment failures --out DIR` recomputes them for a finished run).
-"""
 
 from __future__ import annotations
 

@@ -1,20 +1,13 @@
-"""The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side by
-side in worker processes.
+"""The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side
+by side in worker processes: once the base model and the cold start exist, `workers` processes take
+the eight stages left (three GRPO runs, five evaluations) in dependency order, the stage with the
+longest chain of work behind it first, since one tiny model's batched decoding leaves part of the
+machine idle. Each worker has `threads // workers` torch threads, its own snapshot, sandbox pool and
+event loop, and a share of the server's connections (rl/env/sandbox.py `sandbox_share`); with one
+worker the same schedule runs in the calling process. Finished stages are never rerun, so an
+interrupted run continues; a failing stage stops the run, the other workers are terminated (they
+drop their sandboxes and snapshots) and the error names the stage with the worker's traceback."""
 
-Once the base model and the cold start exist, eight stages are left: three GRPO runs (each needs its
-initial model) and five evaluations (each needs its model). Each drives a ~2M-parameter model whose
-batched decoding keeps only about 1.2 of two cores busy (measured with `vmstat` during a GRPO run:
-a third of the machine idle), so `workers` processes take them in dependency order, the stage with
-the longest chain of work behind it first (a GRPO run before an evaluation). Each worker has
-`threads // workers` torch threads, its own snapshot of the store, sandbox pool and event loop, and
-a share of the server's connections (one per sandbox), so that the workers together stay within the
-server's `max_connections`. With one worker the same schedule runs in the calling process.
-
-A stage writes its result where `rl/experiment/stages.py` says and a finished stage is never rerun,
-so an interrupted run continues with the stages it had not finished. A failing stage stops the run:
-the other workers are terminated (they drop their sandboxes and snapshots on the way out) and the
-error names the stage and carries the worker's traceback.
-"""
 
 from __future__ import annotations
 
