@@ -1,6 +1,5 @@
-"""Where a copied call value may come from: the word-aligned pieces of what the customer said.
-
-A parameter the view copies (a new address's lines, city, state and country, a customer's names)
+"""Where a copied call value may come from: the word-aligned pieces of what the customer said. A
+parameter the view copies (a new address's lines, city, state and country, a customer's names)
 takes a span of the customer's messages as the model was shown them, starting at the start of a
 word, closing only at the end of one and crossing no comma or sentence mark (or empty, for an
 address line the customer has none of). A 2M-parameter model can learn where to copy from; it

@@ -77,5 +77,4 @@ class ExperimentEnv:
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the environment's loop and wait for its result."""
-        result: T = self.loop.run(coro)
-        return result
+        return self.loop.run(coro)
