@@ -23,8 +23,8 @@ async def run(server: FakeOpenAIServer, conn, config: AgentConfig | None = None,
     async def run_tool(call: ToolCallRequest) -> ToolResult:
         return await RETAIL.call(ctx, call.name, call.arguments)
 
-    loop = AgentLoop(model, RETAIL, config)
-    events = [e async for e in loop.run_turn([{"role": "user", "content": content}], run_tool)]
+    loop = AgentLoop(RETAIL, config)
+    events = [e async for e in loop.run_turn(model, [{"role": "user", "content": content}], run_tool)]
     await model.close()
     return events, ctx
 
