@@ -28,7 +28,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from backend.agent.llm import ChatModel, Completion, LLMUnavailable, ToolCallRequest
 from backend.agent.loop import AgentConfig, AssistantStep, Reply, ToolStep, TurnStats, agent_turn
-from backend.agent.policy import STORE_POLICY
+from backend.agent.policy import system_prompt
 from backend.config import get_settings
 from backend.tools.context import Principal
 from backend.tools.registry import RETAIL, ToolResult
@@ -133,9 +133,8 @@ def _arguments(raw: Any) -> Any:
 
 async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
                       cache: GoldStateCache, trial: int = 0, seed: int = 0,
-                      limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
-                      upstream_compat: bool = False, keep_changes: bool = False,
-                      agent: AgentConfig | None = None) -> Trajectory:
+                      limits: EpisodeLimits = EpisodeLimits(), upstream_compat: bool = False,
+                      keep_changes: bool = False, agent: AgentConfig | None = None) -> Trajectory:
     """Play `task` once on `sandbox` and score it. Never raises for episode failures.
 
     The episode runs in one transaction that is rolled back after scoring (tools use savepoints
@@ -143,15 +142,15 @@ async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sand
     database. `keep_changes=True` (or a transaction the caller already holds) leaves the writes."""
     if keep_changes or sandbox.conn.in_transaction():
         return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
-                           system_prompt=system_prompt, upstream_compat=upstream_compat, agent=agent)
+                           upstream_compat=upstream_compat, agent=agent)
     async with sandbox.rolled_back():
         return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
-                           system_prompt=system_prompt, upstream_compat=upstream_compat, agent=agent)
+                           upstream_compat=upstream_compat, agent=agent)
 
 
 async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
-                cache: GoldStateCache, trial: int, seed: int, limits: EpisodeLimits, system_prompt: str,
-                upstream_compat: bool, agent: AgentConfig | None) -> Trajectory:
+                cache: GoldStateCache, trial: int, seed: int, limits: EpisodeLimits, upstream_compat: bool,
+                agent: AgentConfig | None) -> Trajectory:
     ensure_tools_registered()
     traj = Trajectory(task_id=task.id, trial=trial, seed=seed, tags=task.tags, policy=policy.name,
                       policy_model=policy.model, user=user.name, user_model=user.model,
@@ -159,7 +158,8 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
     timings = {"agent": 0.0, "user": 0.0, "tools": 0.0, "reward": 0.0}
     start = time.perf_counter()
     ctx = sandbox.tool_context(Principal.customer(), upstream_compat=upstream_compat)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    # the store policy every agent is given; a model that reads another one says so in its view
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt()}]
     traj.messages = messages
     # the production agent's rules; its per-message step limit is never reached first, since every
     # step that does not answer makes a tool call, and each call counts against the episode's turns

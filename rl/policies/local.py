@@ -192,7 +192,7 @@ class LocalPolicy:
         i = ep.seen
         if i == 0:
             if messages and messages[0]["role"] == "system":
-                b.add_system(messages[0].get("content") or "", tools)
+                b.add_system(self.view.system(messages[0].get("content") or ""), tools)
                 i = 1
             elif tools:
                 b.add_system("", tools)
