@@ -1,11 +1,11 @@
-"""The OpenAI-compatible policy against a fake endpoint: what it sends, tool calls (native and
-hermes text), endpoint failures as excluded causes, and a full episode on a real sandbox."""
+"""The OpenAI-compatible policy against a fake endpoint: what it sends, endpoint failures as excluded
+causes, and a full episode on a real sandbox."""
 
 from __future__ import annotations
 
 import pytest
 
-from backend.agent.llm import LLMUnavailable, parse_hermes
+from backend.agent.llm import LLMUnavailable
 from rl.env import GoldStateCache
 from rl.env.episode import run_episode
 from rl.policies.base import register_policy
@@ -36,13 +36,6 @@ async def test_sends_messages_and_tools_and_returns_tool_calls(server):
     assert body["seed"] == 5 and body["temperature"] == 0.0 and body["max_tokens"] == 1024
     turn = await session.complete([{"role": "user", "content": "hi"}], TOOLS)
     assert (turn.content, turn.tool_calls, turn.model) == ("Hello!", [], "agent-model")
-
-
-def test_hermes_tool_calls_in_text_are_parsed_and_malformed_ones_stay_text():
-    rest, calls = parse_hermes('<tool_call>\n{"name": "think", "arguments": {"thought": "a"}}\n</tool_call>')
-    assert rest == "" and calls[0].name == "think" and calls[0].arguments == '{"thought": "a"}'
-    rest, calls = parse_hermes("<tool_call>{not json}</tool_call>")
-    assert calls == [] and rest == "<tool_call>{not json}</tool_call>"
 
 
 async def test_endpoint_failures_have_the_one_error_taxonomy(server):
