@@ -1,17 +1,18 @@
-"""What a small local model is shown of a conversation, as part of its training recipe (applied
-the same way in SFT, GRPO rollouts and evaluation, so the model always reads the layout it was
-trained on). The full view passes everything through. The tiny recipe's view lists only the tools
-its task mix needs, as compact schemas, and shows tool results as compact JSON with the fields an
-agent acts on, so a small model's context goes to the conversation. With `refs`, identifiers (emails,
-order, payment-method and user ids, zip codes, other words of four or more digits) and known person
-names are shown as typed reference tokens numbered per kind in order of appearance (`<order_2>`),
-expanded back before anything else sees what the model wrote (a `RefTable` per conversation): a
-tiny model can learn to name a token, not to copy a 10-digit id digit by digit (the entity
-anonymisation of reading-comprehension models; tools and customers still see real ids). With
-`spaced_values`, free-text call arguments are shown with one leading space, so a byte-level BPE
-gives the customer's words and the agent's argument the same tokens and writing a reason is a copy,
-not a translation. How each choice was measured is in bench/results/README.md."""
-
+"""What a small local model is shown of a conversation, as part of its training recipe (recorded in
+the model folder's manifest and applied the same way in SFT, GRPO rollouts and evaluation, so the
+model always reads the layout it was trained on; every conversation is given the one store policy,
+backend/agent/policy.py, and the view may show it another system message). The full view passes
+everything through. The tiny recipe's view lists only the tools its task mix needs, as compact
+schemas, and shows tool results as compact JSON with the fields an agent acts on, so a small model's
+context goes to the conversation. With `refs`, identifiers (emails, order, payment-method and user
+ids, zip codes, other words of four or more digits) and known person names are shown as typed
+reference tokens numbered per kind in order of appearance (`<order_2>`), expanded back before
+anything else sees what the model wrote (a `RefTable` per conversation): a tiny model can learn to
+name a token, not to copy a 10-digit id digit by digit (the entity anonymisation of
+reading-comprehension models; tools and customers still see real ids). With `spaced_values`,
+free-text call arguments are shown with one leading space, so a byte-level BPE gives the customer's
+words and the agent's argument the same tokens and writing a reason is a copy, not a translation.
+How each choice was measured is in bench/results/README.md."""
 
 from __future__ import annotations
 
@@ -114,6 +115,13 @@ class ChatView:
     copied_params: tuple[str, ...] = ()
     # with constrain_calls and refs: free text names only references the conversation has shown
     shown_refs_in_text: bool = False
+    # the system message this model reads in place of the store policy every agent is given (the
+    # tiny recipe's few rules; None: the store policy itself)
+    system_prompt: str | None = None
+
+    def system(self, content: str) -> str:
+        """The system message as this model reads it."""
+        return content if self.system_prompt is None else self.system_prompt
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -171,11 +179,13 @@ class ChatView:
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A recorded conversation as this view shows it (tool results shortened, references)."""
         refs = self.conversation(_conversation_key(messages) if self.shuffle_refs else "")
-        if not self.compact_results and refs is None and not self.spaced_values:
+        if not self.compact_results and refs is None and not self.spaced_values and self.system_prompt is None:
             return messages
         out = []
         for m in messages:
             m = dict(m)
+            if m.get("role") == "system":
+                m["content"] = self.system(str(m.get("content") or ""))
             if m.get("role") == "tool":
                 m["content"] = self.result(str(m.get("content") or ""))
             if refs is not None and m.get("role") != "system":
@@ -193,7 +203,8 @@ class ChatView:
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
                 "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
-                "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text}
+                "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
+                "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -207,7 +218,8 @@ class ChatView:
                    constrain_calls=bool(view.get("constrain_calls")),
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),
-                   shown_refs_in_text=bool(view.get("shown_refs_in_text")))
+                   shown_refs_in_text=bool(view.get("shown_refs_in_text")),
+                   system_prompt=view.get("system_prompt"))
 
 
 def _conversation_key(messages: list[dict[str, Any]]) -> str:
