@@ -52,8 +52,9 @@ def new_snapshot_name() -> str:
 async def create_snapshot(server_url: str, data: StoreData, name: str | None = None) -> Snapshot:
     """A new frozen snapshot of `data` on the server of `server_url`."""
     name = check_db_name(name or new_snapshot_name())
-    url = await create_database(server_url, name)
     try:
+        # inside the try: interrupted while the server creates it, the database is dropped all the same
+        url = await create_database(server_url, name)
         await upgrade_database(url)
         engine = make_engine(url, null_pool=True)
         try:
