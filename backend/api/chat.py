@@ -31,7 +31,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from backend.agent.llm import ToolCallRequest
+from backend.agent.llm import ChatModel, ToolCallRequest
 from backend.agent.loop import AgentConfig, AgentEvent, AgentLoop, AssistantStep, Reply, ToolStep, TurnStats
 from backend.api import conversation_store as store
 from backend.api.metrics import CHAT_TURNS, CHAT_TURNS_BY_VERSION, TOOL_CALLS, TURN_OVERHEAD
@@ -76,6 +76,7 @@ class ChatService:
         self.engine = engine
         self.settings = settings
         self.resolver = resolver
+        self.model: ChatModel | None = None  # set: this in-process model answers every turn instead
         self.registry = registry
         self.agent = AgentLoop(registry, AgentConfig.from_settings(settings))
         self.holder = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -85,6 +86,8 @@ class ChatService:
 
     async def serving_target(self) -> ServingTarget:
         """The version answering a new turn (503 when none can)."""
+        if self.model is not None:
+            return ServingTarget(None, self.model)
         target = await self.resolver.resolve()
         if target is None:
             extra = await no_model_details()
@@ -214,7 +217,7 @@ class ChatService:
         overhead = max(0.0, time.perf_counter() - turn.started - turn.stats.model_seconds)
         TURN_OVERHEAD.observe(overhead)
         CHAT_TURNS.labels(reply.reason).inc()
-        CHAT_TURNS_BY_VERSION.labels(turn.target.version_id, reply.reason).inc()
+        CHAT_TURNS_BY_VERSION.labels(turn.target.version_id or "unregistered", reply.reason).inc()
 
     def _tool_runner(self, turn: Turn):
         async def run_tool(call: ToolCallRequest | ToolStep, unread: ToolResult | None = None) -> ToolResult:
