@@ -41,7 +41,7 @@ log = structlog.get_logger(__name__)
 NO_MODEL = ("No language model is configured, so the agent cannot answer. Set MUARL_LLM_BASE_URL (an "
             "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM) and MUARL_LLM_MODEL (and "
             "MUARL_LLM_API_KEY if the endpoint needs one) in the environment or .env, then restart the service.")
-LEASE_POLL_S = 0.05  # first pause while another process holds the turn; doubles up to the next
+LEASE_POLL_S = 0.05  # first pause while another process holds the turn; it doubles up to LEASE_POLL_MAX_S
 LEASE_POLL_MAX_S = 1.0
 BUSY_RETRY_AFTER_S = 5
 SYNC_COMMIT = text("SET LOCAL synchronous_commit TO on")
