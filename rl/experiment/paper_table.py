@@ -269,7 +269,8 @@ def row_result(summary: dict[str, Any]) -> dict[str, Any]:
     return {"pass1": f(summary["pass_hat_k"].get("1")), "tcr": f(summary.get("tcr")),
             "by_tag": {tag: {"n": int(v["n"]), "pass1": f(v["pass_hat_k"].get("1"))}
                        for tag, v in summary["by_tag"].items()},
-            "excluded": sum(summary.get("excluded", {}).values())}
+            "excluded": sum(summary.get("excluded", {}).values()),
+            "simulator_failures": int(summary.get("simulator_failures", 0))}
 
 
 def table_markdown(table: dict[str, Any]) -> str:
