@@ -10,7 +10,10 @@ conversation), refused, or after the agent stopped making progress for `patience
 right after saying yes, before the agent has acted. A proposal to cancel for another reason than
 the customer's (the reason is graded) is answered with a correction, as a customer who said "I no
 longer need it" would answer a proposal that names "ordered by mistake". `static=True` turns a task into its
-static-query form: everything is said up front and nobody changes their mind (an ablation).
+static-query form: everything is said up front and nobody changes their mind (an ablation). The
+kind of a proposal is read outside the records it quotes (rl/simulator/proposal.py). Refusing a
+proposal that states the goal's action in full would contradict the goal: the session raises
+`SimulatorError` with cause `simulator_contradiction` instead, and the episode is excluded.
 """
 
 from __future__ import annotations
