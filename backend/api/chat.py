@@ -69,16 +69,14 @@ class ChatService:
         self.settings = settings
         self.model = model
         self.registry = registry
-        config = AgentConfig(max_steps=settings.agent_max_steps,
-                             tool_calls_per_step=settings.agent_tool_calls_per_step)
-        self.agent = AgentLoop(model, registry, config) if model is not None else None
+        self.agent = AgentLoop(registry, AgentConfig.from_settings(settings))
         self.holder = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     # -- taking a turn -----------------------------------------------------------------
 
     def check_message(self, content: str) -> None:
-        if self.agent is None:
+        if self.model is None:
             raise Problem(503, NO_MODEL, title="No model configured")
         limit = self.settings.api_max_message_chars
         if len(content) > limit:
@@ -149,10 +147,13 @@ class ChatService:
 
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run the agent on the turn's message, persisting each step; yields the steps."""
-        assert self.agent is not None
+        assert self.model is not None
         reply: Reply | None = None
+        run_tool = self._tool_runner(turn)
         try:
-            async for event in self.agent.run_turn(turn.history, self._tool_runner(turn), turn.stats):
+            async for event in self.agent.run_turn(self.model, turn.history, run_tool, turn.stats):
+                if isinstance(event, ToolStep) and not event.ran:  # answered without running: stored here
+                    await run_tool(event, unread=event.result)
                 if isinstance(event, AssistantStep):
                     # stored with its first tool call's result, in that call's transaction
                     turn.pending_assistant = event
@@ -195,10 +196,13 @@ class ChatService:
         CHAT_TURNS.labels(reply.reason).inc()
 
     def _tool_runner(self, turn: Turn):
-        async def run_tool(call: ToolCallRequest) -> ToolResult:
+        async def run_tool(call: ToolCallRequest | ToolStep, unread: ToolResult | None = None) -> ToolResult:
+            """Run `call` and store it with its result, in one transaction with the store change it
+            made; with `unread` (a call the model side could not read) only store that answer."""
             seq, name, arguments = turn.next_seq, call.name, call.arguments
+            call_id = call.call_id if isinstance(call, ToolStep) else call.id
             async with self.engine.begin() as conn:
-                tool = self.registry.get(name)
+                tool = self.registry.get(name) if unread is None else None
                 if tool is not None and not tool.read_only:  # a store change waits for its WAL flush
                     await conn.execute(SYNC_COMMIT)
                 denied: list[DeniedCall] = []
@@ -207,11 +211,11 @@ class ChatService:
                     denied.append(refused)
 
                 ctx = ToolContext(conn, principal=Principal.customer(turn.customer_user_id), on_denied=[on_denied])
-                result = await self.registry.call(ctx, name, arguments)
+                result = unread if unread is not None else await self.registry.call(ctx, name, arguments)
                 bound = ctx.principal.user_id
                 newly_bound = bound if bound is not None and bound != turn.customer_user_id else None
                 await store.record_tool_step(conn, store.ToolStepRecord(
-                    conversation_id=turn.conversation_id, seq=seq, call_id=call.id, name=name, arguments=arguments,
+                    conversation_id=turn.conversation_id, seq=seq, call_id=call_id, name=name, arguments=arguments,
                     output=result.output, outcome=result.outcome, elapsed_ms=result.elapsed_ms,
                     model=turn.stats.models[-1] if turn.stats.models else None, assistant_seq=turn.assistant_seq,
                     assistant=turn.pending_assistant.message if turn.pending_assistant is not None else None,
