@@ -7,8 +7,9 @@ text so that words inside them (a "noise cancelling" option, a "switch type") ar
 kind of action proposed, and `states_action` says whether a proposal names every argument of an
 action and no other record of the same sort (order, item, payment method). A customer that refuses
 a proposal stating its own goal's action in full contradicts its goal: that is a simulator failure.
-The check is strict on purpose - a proposal worded unlike the records is not recognised, so it can
-miss a contradiction but never invents one.
+The check is strict on purpose: a proposal worded unlike the records is not recognised, so it can
+miss a contradiction, and one that differs from the goal in any record or argument is never taken
+for it.
 """
 
 from __future__ import annotations
