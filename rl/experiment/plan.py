@@ -63,11 +63,12 @@ def result_marker(out: Path, stage: str) -> Path:
 
 
 def row_result(summary: dict[str, Any]) -> dict[str, Any]:
-    """The table's row for one evaluation summary (rl.eval.summary): pass^1, TCR, per tag, excluded."""
+    """The table's row for one evaluation summary (rl.eval.summary): pass^1, TCR, per tag, exclusions."""
     def f(x: Any) -> float:
         return float(x) if x is not None else 0.0
 
     return {"pass1": f(summary["pass_hat_k"].get("1")), "tcr": f(summary.get("tcr")),
             "by_tag": {tag: {"n": int(v["n"]), "pass1": f(v["pass_hat_k"].get("1"))}
                        for tag, v in summary["by_tag"].items()},
-            "excluded": sum(summary.get("excluded", {}).values())}
+            "excluded": sum(summary.get("excluded", {}).values()),
+            "simulator_failures": int(summary.get("simulator_failures", 0))}
