@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     # transcript writes commit without waiting for the WAL flush (store changes always wait)
     api_async_transcript_commit: bool = Field(default=True, alias="MUARL_API_ASYNC_TRANSCRIPT_COMMIT")
 
+    # make run (backend/runner): which services `muarl run` supervises, comma-separated
+    run_services: str = Field(default="api,worker,beat,model-server", alias="MUARL_RUN_SERVICES")
+
     log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")
 

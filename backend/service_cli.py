@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -61,37 +62,67 @@ def mcp(
     anyio.run(main)
 
 
-def run(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> None:
-    """Migrate, load the tau retail store (or a synthetic one) if the store is empty, and serve."""
+def run(host: Host = "127.0.0.1", port: Port = 8000,
+        model_server_port: Annotated[int, typer.Option("--model-server-port", min=1, max=65535,
+                                                       help="port of the local model server")] = 8001,
+        services: Annotated[str | None, typer.Option(
+            "--services", help="comma-separated subset of api,worker,beat,model-server "
+                               "(default MUARL_RUN_SERVICES: all)")] = None) -> None:
+    """The whole product: migrate and fill the store if empty, then supervise the API, a Celery
+    worker and beat, and the local model server (embedded Postgres and Redis unless DATABASE_URL /
+    REDIS_URL are set). Ctrl-C stops every process it started."""
     import logging
 
     from backend.config import get_settings
     from backend.db.engine import database_url
+    from backend.runner.services import Plan, build_services
+    from backend.runner.supervisor import Supervisor
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = get_settings()
+    chosen = tuple(x.strip() for x in (services or settings.run_services).split(",") if x.strip())
     with console.status("starting the database"):
         url = database_url(settings)
     where = "DATABASE_URL" if settings.database_url else f"embedded PostgreSQL under {settings.var_dir}"
-    console.print(f"store: {where}")
+    console.print(f"store    {where}")
     asyncio.run(_prepare_store(url, settings.benchmarks_dir))
+    extra_env: dict[str, str] = {}
     if not settings.mcp_token:
         token = secrets.token_urlsafe(24)
-        os.environ["MUARL_MCP_TOKEN"] = token
-        get_settings.cache_clear()
+        extra_env["MUARL_MCP_TOKEN"] = token
         console.print(f"MUARL_MCP_TOKEN was not set; this run's MCP token: [bold]{token}[/bold]")
-    settings = get_settings()
+    champion = asyncio.run(_champion_name(url))
+    plan = Plan(database_url=url, redis_url=settings.redis_url, var_dir=Path(settings.var_dir).resolve(),
+                host=host, port=port, model_server_port=model_server_port, services=chosen,
+                first_cycle=champion is None and not (settings.llm_base_url and settings.llm_model))
+    try:
+        supervised = build_services(plan, extra_env)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    broker = "REDIS_URL" if settings.redis_url else f"embedded Redis under {plan.var_dir / 'redis'}"
+    console.print(f"broker   {broker}")
     base = f"http://{host}:{port}"
-    console.print(f"API      {base}/v1/conversations")
-    console.print(f"docs     {base}/docs")
+    console.print(f"API      {base}/v1/conversations   docs {base}/docs")
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
     if settings.llm_base_url and settings.llm_model:
-        console.print(f"model    {settings.llm_model} at {settings.llm_base_url}")
+        console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (MUARL_LLM_*)")
+    elif champion is not None:
+        console.print(f"model    champion {champion}, served by the local model server on port {model_server_port}")
     else:
-        console.print("model    [yellow]none configured[/yellow]: chat answers 503 until MUARL_LLM_BASE_URL and "
-                      "MUARL_LLM_MODEL are set")
-    _serve(host, port, db_url=url, workers=workers)
+        console.print("model    [yellow]no champion yet[/yellow]: the first cycle starts now; chat answers 503 with "
+                      "its progress until its model passes the gate")
+    console.print(f"starting {', '.join(s.name for s in supervised)} (Ctrl-C stops them all)")
+    Supervisor(supervised, out=sys.stdout).run()
+    console.print("stopped")
+
+
+async def _champion_name(url: str) -> str | None:
+    """The champion's served name, or None when there is none (or no registry yet)."""
+    from backend.runner.champion import champion_name
+
+    return await champion_name(url)
 
 
 async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
@@ -107,7 +138,7 @@ async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
     finally:
         await engine.dispose()
     if not empty:
-        console.print("store: already has data")
+        console.print("store    already has data")
         return
     from backend.store.service import load_data_into_store
 
@@ -126,7 +157,7 @@ async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
         source = "a synthetic store (seed 0, 500 customers)"
     with console.status(f"loading {source}"):
         counts = await load_data_into_store(data, url=url)
-    console.print(f"store: loaded {source}: {counts['users']} customers, {counts['orders']} orders, "
+    console.print(f"store    loaded {source}: {counts['users']} customers, {counts['orders']} orders, "
                   f"{counts['products']} products")
 
 
