@@ -22,7 +22,8 @@ from backend.runner.supervisor import Service, Supervisor
 
 ROOT = Path(__file__).resolve().parents[3]
 
-IGNORES_TERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(300)"
+IGNORES_TERM = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); "
+                "time.sleep(300)")
 
 SCRIPT = textwrap.dedent(f"""
     import sys

@@ -1,0 +1,99 @@
+"""Tasks mined from production: a conversation that ended with a transfer to a human becomes a
+task once ops resolve its escalation (`backend/escalations.py`).
+
+The customer's own messages give the goal (the LLM customer's instruction; the scripted
+customer's goals are derived from the gold writes, as for imported tau tasks); the staff writes
+ops made on that customer between the transfer and the resolution (the audit log) are the gold
+actions. Ops made those writes on the live store, so a snapshot taken afterwards already shows
+them: `MinedSet.store` is the snapshot's data with each mined customer's records put back as they
+were when the conversation was transferred, which is the state the task starts from. One
+escalation per customer is mined per call (the oldest), since two would need two starting
+states of the same records; the others wait for the next cycle.
+
+The cycle's task-set step: `mined = await mine_escalations(conn, data, snapshot=NAME)` on the
+live database (read only), build the snapshot from `mined.store`, add `mined.tasks`, and once the
+cycle has used them `await mark_mined(conn, mined.escalation_ids, by=cycle_id)`.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend import escalations as q
+from backend.escalations import mark_mined
+from rl.tasks import goals as G
+from rl.tasks.importers import ImportError_, task_from_gold
+from rl.tasks.schema import Action, Task
+from rl.tasks.tools_meta import WRITE_TOOLS
+
+__all__ = ["MinedSet", "mine_escalations", "mark_mined", "instruction_from_messages"]
+
+
+@dataclass
+class MinedSet:
+    tasks: list[Task]
+    escalation_ids: list[int]
+    store: dict[str, dict[str, Any]]  # the snapshot data with mined customers' records as they were
+    skipped: dict[int, str] = field(default_factory=dict)  # escalation id -> why it gave no task
+
+
+def instruction_from_messages(name: str, messages: list[str]) -> str:
+    said = " ".join(f'"{m.strip()}"' for m in messages)
+    return (f"You are {name}, a customer of the online store. You contacted customer service and wrote: {said} "
+            "Your goal is what you asked for there; answer the agent's questions from what you wrote.")
+
+
+def _restore(store: dict[str, dict[str, Any]], before: dict[str, Any]) -> None:
+    for kind in ("users", "orders"):
+        for key, record in (before.get(kind) or {}).items():
+            store[kind][key] = copy.deepcopy(record)
+
+
+async def mine_escalations(conn: AsyncConnection, data: dict[str, dict[str, Any]], *, snapshot: str,
+                           limit: int = 200) -> MinedSet:
+    """Tasks from resolved escalations (read only: nothing is marked here)."""
+    rows = await conn.execute(text("SELECT id FROM escalations WHERE state = 'resolved' ORDER BY id LIMIT :n"),
+                              {"n": limit})
+    store = {k: dict(v) for k, v in data.items()}
+    tasks: list[Task] = []
+    ids: list[int] = []
+    skipped: dict[int, str] = {}
+    customers: set[str] = set()
+    for (escalation_id,) in rows.all():
+        esc = await q.get_escalation(conn, int(escalation_id))
+        uid = esc.customer_user_id
+        if uid is None or not esc.store_before or uid not in (esc.store_before.get("users") or {}):
+            skipped[esc.id] = "the conversation never identified its customer"
+            continue
+        if uid in customers:
+            skipped[esc.id] = "another escalation of this customer is mined first"
+            continue
+        gold = [Action(name=a.tool, arguments=a.arguments) for a in await q.staff_actions(conn, esc)]
+        if not any(a.name in WRITE_TOOLS for a in gold):
+            skipped[esc.id] = "ops made no staff write on this customer"
+            continue
+        messages = await q.customer_messages(conn, esc.conversation_id)
+        if not messages:
+            skipped[esc.id] = "the customer wrote nothing"
+            continue
+        candidate = {k: dict(v) for k, v in store.items()}
+        _restore(candidate, esc.store_before)
+        user = candidate["users"][uid]
+        name = f"{user['name']['first_name']} {user['name']['last_name']}"
+        try:
+            task = task_from_gold(G.Store(candidate), task_id=f"mined-escalation-{esc.id}", uid=uid, actions=gold,
+                                  outputs=[], instruction=instruction_from_messages(name, messages), split="mined",
+                                  source=f"escalation:{esc.id}")
+        except (ImportError_, KeyError) as e:
+            skipped[esc.id] = f"cannot describe the staff actions as a task: {e}"
+            continue
+        store = candidate
+        customers.add(uid)
+        tasks.append(task.model_copy(update={"snapshot": snapshot, "tags": sorted({*task.tags, "mined"})}))
+        ids.append(esc.id)
+    return MinedSet(tasks=tasks, escalation_ids=ids, store=store, skipped=skipped)
