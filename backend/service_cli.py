@@ -85,7 +85,7 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
         url = database_url(settings)
     where = "DATABASE_URL" if settings.database_url else f"embedded PostgreSQL under {settings.var_dir}"
     console.print(f"store    {where}")
-    asyncio.run(_prepare_store(url, settings.benchmarks_dir))
+    asyncio.run(prepare_store(url, settings.benchmarks_dir))
     extra_env: dict[str, str] = {}
     if not settings.mcp_token:
         token = secrets.token_urlsafe(24)
@@ -125,7 +125,7 @@ async def _champion_name(url: str) -> str | None:
     return await champion_name(url)
 
 
-async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
+async def prepare_store(url: str, benchmarks_dir: Path) -> None:
     from backend.db.engine import make_engine
     from backend.db.migrate import upgrade_database
     from backend.store.tau_data import store_is_empty
