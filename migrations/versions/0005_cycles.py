@@ -1,7 +1,7 @@
 """The online cycle's state: one row per cycle, at most one active (partial unique index).
 
 Revision ID: 0005
-Revises: 0002
+Revises: 0004 (the coordinator relinks the chain)
 """
 
 from collections.abc import Sequence
@@ -11,7 +11,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0005"
-down_revision: str | None = "0002"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
