@@ -74,6 +74,6 @@ async def leave_as_candidate(url: str, candidate: str, reason: str) -> None:
 def run_gate(ctx: Any, candidate: str, baseline: str | None) -> dict[str, Any]:
     """Play `candidate` against `baseline` (None: the recipe's floor) on the cycle's gate suite,
     record the report in the registry and return it."""
-    from rl.eval.gates import run_cycle_gate
+    from rl.pipeline.gate import run_cycle_gate
 
     return run_cycle_gate(ctx, candidate, baseline)
