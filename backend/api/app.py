@@ -25,7 +25,7 @@ from backend.api.chat import ChatService
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
 from backend.api.problems import install_problem_handlers
-from backend.api.routes import conversations, health, ops_escalations
+from backend.api.routes import conversations, health, ops_cycles, ops_escalations
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
 from backend.tools.mcp_server import build_mcp_server
@@ -100,6 +100,7 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     app.state.mcp = mcp
     app.include_router(conversations.router)
     app.include_router(health.router)
+    app.include_router(ops_cycles.router)
     app.include_router(ops_escalations.router)
     install_problem_handlers(app)
     # outermost last: metrics see everything, then the body limit, then /mcp

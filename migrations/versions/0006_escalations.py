@@ -2,7 +2,7 @@
 and for the cycle to mine into tasks.
 
 Revision ID: 0006
-Revises: 0002
+Revises: 0005
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0006"
-down_revision: str | None = "0002"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

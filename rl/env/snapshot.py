@@ -11,7 +11,6 @@ initial records in memory (plain numbers) for diffs and rewards.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,7 @@ from backend.db.engine import admin_connection, check_db_name, create_database, 
 from backend.db.migrate import upgrade_database
 from backend.store.tau_data import StoreData, export_store, load_store
 from rl.env.changes import install_change_tracking
+from rl.env.ownership import owner_token
 
 log = structlog.get_logger(__name__)
 
@@ -45,13 +45,15 @@ class Snapshot:
         return self.initial[kind].get(key)
 
 
-def new_snapshot_name() -> str:
-    return f"{SNAPSHOT_PREFIX}{uuid.uuid4().hex[:12]}"
+def new_snapshot_name(server_url: str) -> str:
+    """A fresh snapshot name owned by this process (rl/env/ownership.py: the sweep drops it if the
+    process dies without dropping it)."""
+    return f"{SNAPSHOT_PREFIX}{owner_token(server_url)}"
 
 
 async def create_snapshot(server_url: str, data: StoreData, name: str | None = None) -> Snapshot:
     """A new frozen snapshot of `data` on the server of `server_url`."""
-    name = check_db_name(name or new_snapshot_name())
+    name = check_db_name(name or new_snapshot_name(server_url))
     url = await create_database(server_url, name)
     try:
         await upgrade_database(url)
