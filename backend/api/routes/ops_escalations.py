@@ -1,4 +1,4 @@
-"""Ops HTTP for the escalation queue (`MUARL_OPS_TOKEN`): list the conversations that ended
+"""Ops HTTP for the escalation queue (`RequireOps`: Bearer `MUARL_OPS_TOKEN`): list the conversations that ended
 with a transfer to a human, read one with its transcript and the staff writes made on its
 customer since, and resolve or dismiss it. A resolved escalation becomes a training task in the
 next cycle (its state then reads `mined`)."""
@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend import escalations as q
-from backend.api.deps import EngineDep, OpsAccess
+from backend.api.deps import EngineDep, RequireOps
 from backend.api.problems import Problem
 
 router = APIRouter(prefix="/v1/ops/escalations", tags=["ops: escalations"])
@@ -59,7 +59,6 @@ class Decision(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     note: str = Field(default="", max_length=4000)
-    actor: str = Field(default="ops", min_length=1, max_length=128, description="who decided (recorded)")
 
 
 def _public(row: q.EscalationRow) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def _public(row: q.EscalationRow) -> dict[str, Any]:
 
 
 @router.get("", response_model=EscalationPage)
-async def list_escalations(_: OpsAccess, engine: EngineDep, state: State | None = None,
+async def list_escalations(_: RequireOps, engine: EngineDep, state: State | None = None,
                            limit: Annotated[int, Query(ge=1, le=500)] = 50,
                            before_id: Annotated[int | None, Query(ge=1, le=2**62)] = None) -> EscalationPage:
     """The queue, newest first, optionally one state."""
@@ -84,7 +83,7 @@ async def _detail(conn: Any, row: q.EscalationRow) -> EscalationDetail:
 
 
 @router.get("/{escalation_id}", response_model=EscalationDetail, responses={404: {"description": "no such escalation"}})
-async def get_escalation(_: OpsAccess, engine: EngineDep, escalation_id: EscalationId) -> EscalationDetail:
+async def get_escalation(_: RequireOps, engine: EngineDep, escalation_id: EscalationId) -> EscalationDetail:
     """One escalation with its transcript and the staff writes made on its customer."""
     async with engine.connect() as conn:
         try:
@@ -94,10 +93,10 @@ async def get_escalation(_: OpsAccess, engine: EngineDep, escalation_id: Escalat
         return await _detail(conn, row)
 
 
-async def _decide(engine: Any, escalation_id: int, decision: Decision, how: Any) -> EscalationDetail:
+async def _decide(engine: Any, escalation_id: int, decision: Decision, actor: str, how: Any) -> EscalationDetail:
     async with engine.begin() as conn:
         try:
-            row = await how(conn, escalation_id, actor=decision.actor, note=decision.note)
+            row = await how(conn, escalation_id, actor=actor, note=decision.note)
         except q.EscalationNotFound as e:
             raise Problem(404, str(e)) from None
         except q.InvalidTransition as e:
@@ -107,15 +106,16 @@ async def _decide(engine: Any, escalation_id: int, decision: Decision, how: Any)
 
 @router.post("/{escalation_id}/resolve", response_model=EscalationDetail,
              responses={404: {"description": "no such escalation"}, 409: {"description": "not open"}})
-async def resolve_escalation(_: OpsAccess, engine: EngineDep, escalation_id: EscalationId,
+async def resolve_escalation(actor: RequireOps, engine: EngineDep, escalation_id: EscalationId,
                              decision: Decision) -> EscalationDetail:
-    """open -> resolved: the customer's problem is dealt with; the next cycle mines it into a task."""
-    return await _decide(engine, escalation_id, decision, q.resolve)
+    """open -> resolved: the customer's problem is dealt with; the next cycle mines it into a task.
+    The deciding actor (`X-Ops-Actor`) is recorded."""
+    return await _decide(engine, escalation_id, decision, actor, q.resolve)
 
 
 @router.post("/{escalation_id}/dismiss", response_model=EscalationDetail,
              responses={404: {"description": "no such escalation"}, 409: {"description": "already mined or dismissed"}})
-async def dismiss_escalation(_: OpsAccess, engine: EngineDep, escalation_id: EscalationId,
+async def dismiss_escalation(actor: RequireOps, engine: EngineDep, escalation_id: EscalationId,
                              decision: Decision) -> EscalationDetail:
     """open or resolved -> dismissed: it never becomes a task."""
-    return await _decide(engine, escalation_id, decision, q.dismiss)
+    return await _decide(engine, escalation_id, decision, actor, q.dismiss)

@@ -2,7 +2,7 @@
 to a human enters the queue (with the customer's records as they were), ops see it with its
 transcript, fix the problem with a staff tool over MCP, see that write as the escalation's staff
 action (and not a write on another customer), resolve it; wrong moves are 409, unknown ids 404,
-no or a wrong ops token 401."""
+no ops token 401, a wrong one 403."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ async def test_transferred_conversation_is_queued_resolved_and_shows_the_staff_w
     assert reply["status"] == "transferred"
 
     assert (await client.get("/v1/ops/escalations")).status_code == 401
-    assert (await client.get("/v1/ops/escalations", headers={"Authorization": "Bearer nope"})).status_code == 401
+    assert (await client.get("/v1/ops/escalations", headers={"Authorization": "Bearer nope"})).status_code == 403
     page = (await client.get("/v1/ops/escalations", headers=OPS)).json()
     assert [e["conversation_id"] for e in page["items"]] == [chat.id]
     esc = page["items"][0]
@@ -56,11 +56,12 @@ async def test_transferred_conversation_is_queued_resolved_and_shows_the_staff_w
     assert [(a["tool"], a["arguments"]) for a in detail["staff_actions"]] == [
         ("cancel_pending_order", {"order_id": order_id, "reason": "ordered by mistake"})]
 
-    resolved = await client.post(f"/v1/ops/escalations/{esc['id']}/resolve", headers=OPS,
-                                 json={"note": "cancelled it for them", "actor": "alice"})
+    resolved = await client.post(f"/v1/ops/escalations/{esc['id']}/resolve", headers=OPS | {"X-Ops-Actor": "alice"},
+                                 json={"note": "cancelled it for them"})
     assert resolved.status_code == 200, resolved.text
     body = resolved.json()
-    assert body["state"] == "resolved" and body["resolved_by"] == "alice" and body["resolved_at"]
+    assert body["state"] == "resolved" and body["resolved_by"] == "ops:alice" and body["resolved_at"]
+    assert body["note"] == "cancelled it for them"
     assert len(body["staff_actions"]) == 1
 
     again = await client.post(f"/v1/ops/escalations/{esc['id']}/resolve", headers=OPS, json={})
