@@ -11,6 +11,7 @@ initial records in memory (plain numbers) for diffs and rewards.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,8 +80,10 @@ async def create_snapshot(server_url: str, data: StoreData, name: str | None = N
     return Snapshot(name=name, server_url=server_url, initial=initial)
 
 
-async def snapshot_from_database(server_url: str, source_url: str, name: str | None = None) -> Snapshot:
-    """Snapshot the store at `source_url` (read only) into a new template on `server_url`."""
+async def snapshot_from_database(server_url: str, source_url: str, name: str | None = None, *,
+                                 prepare: Callable[[StoreData], Awaitable[StoreData]] | None = None) -> Snapshot:
+    """Snapshot the store at `source_url` (read only) into a new template on `server_url`;
+    `prepare` may change the records first (e.g. put escalated customers' records back as they were)."""
     engine = make_engine(source_url, null_pool=True)
     try:
         async with engine.connect() as conn:
@@ -91,6 +94,8 @@ async def snapshot_from_database(server_url: str, source_url: str, name: str | N
                 await tx.rollback()
     finally:
         await engine.dispose()
+    if prepare is not None:
+        data = await prepare(data)
     return await create_snapshot(server_url, data, name)
 
 

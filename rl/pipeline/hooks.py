@@ -2,8 +2,8 @@
 
 - `mined_tasks`: production conversations that ended with a transfer to a human and that ops
   have resolved, turned into tasks (the customer's messages give the goal, the staff tool calls
-  ops made give the gold actions). The escalation queue lives with the service; this hook asks
-  it, and returns no tasks when the queue has nothing resolved (or does not exist yet).
+  ops made give the gold actions). The escalation queue lives with the service (`rl/tasks/mined.py`);
+  `restore_escalated` prepares the snapshot so those tasks start where the customer was.
 - `gate_suite`: the fixed suite the gates play candidates on. It comes from the recipe (held-out
   customers that no training task uses); the gates module may name its own suite.
 """
@@ -17,13 +17,20 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
-def mined_tasks(store_url: str, data: dict[str, Any]) -> list[Any]:
-    """Tasks mined from resolved escalations, on the records of the cycle's snapshot (`data`)."""
-    try:
-        from rl.tasks.mined import mined_tasks as from_queue  # provided by the escalation queue
-    except ImportError:
-        return []
-    return list(from_queue(store_url, data))
+def mined_tasks(store_url: str, data: dict[str, Any], cycle_id: str | None = None) -> list[Any]:
+    """Tasks mined from resolved escalations, on the records of the cycle's snapshot (`data`);
+    their escalations are marked mined by `cycle_id`."""
+    from rl.tasks.mined import mined_tasks as from_queue
+
+    return list(from_queue(store_url, data, cycle_id=cycle_id))
+
+
+async def restore_escalated(store_url: str, live: dict[str, Any], cycle_id: str | None = None) -> dict[str, Any]:
+    """The live records with each customer about to be mined as they were when their conversation
+    was transferred (ops have changed them since): the state the mined tasks start from."""
+    from rl.tasks.mined import restore_escalated_records
+
+    return await restore_escalated_records(store_url, live, cycle_id)
 
 
 def gate_suite(recipe: Any, data: dict[str, Any], sets: dict[str, list[Any]]) -> list[Any]:

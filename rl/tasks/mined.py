@@ -10,9 +10,11 @@ were when the conversation was transferred, which is the state the task starts f
 escalation per customer is mined per call (the oldest), since two would need two starting
 states of the same records; the others wait for the next cycle.
 
-The cycle's task-set step: `mined = await mine_escalations(conn, data, snapshot=NAME)` on the
-live database (read only), build the snapshot from `mined.store`, add `mined.tasks`, and once the
-cycle has used them `await mark_mined(conn, mined.escalation_ids, by=cycle_id)`.
+The cycle calls two functions: its snapshot step makes the template from
+`await restore_escalated_records(store_url, data)` instead of the live records `data`, and its task-set
+step calls `mined_tasks(store_url, data, cycle_id=...)`, which returns the tasks whose customer's
+records the snapshot holds as they were at the transfer (none when the snapshot was not restored)
+and marks their escalations `mined` by that cycle (a rerun of the step gets the same tasks).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -31,7 +34,10 @@ from rl.tasks.importers import ImportError_, task_from_gold
 from rl.tasks.schema import Action, Task
 from rl.tasks.tools_meta import WRITE_TOOLS
 
-__all__ = ["MinedSet", "mine_escalations", "mark_mined", "instruction_from_messages"]
+log = structlog.get_logger(__name__)
+
+__all__ = ["MinedSet", "mine_escalations", "mark_mined", "mined_tasks", "restore_escalated_records",
+           "instruction_from_messages"]
 
 
 @dataclass
@@ -40,6 +46,7 @@ class MinedSet:
     escalation_ids: list[int]
     store: dict[str, dict[str, Any]]  # the snapshot data with mined customers' records as they were
     skipped: dict[int, str] = field(default_factory=dict)  # escalation id -> why it gave no task
+    before: dict[int, dict[str, Any]] = field(default_factory=dict)  # escalation id -> records at transfer
 
 
 def instruction_from_messages(name: str, messages: list[str]) -> str:
@@ -55,14 +62,16 @@ def _restore(store: dict[str, dict[str, Any]], before: dict[str, Any]) -> None:
 
 
 async def mine_escalations(conn: AsyncConnection, data: dict[str, dict[str, Any]], *, snapshot: str,
-                           limit: int = 200) -> MinedSet:
-    """Tasks from resolved escalations (read only: nothing is marked here)."""
-    rows = await conn.execute(text("SELECT id FROM escalations WHERE state = 'resolved' ORDER BY id LIMIT :n"),
-                              {"n": limit})
+                           limit: int = 200, cycle_id: str | None = None) -> MinedSet:
+    """Tasks from resolved escalations (and those `cycle_id` already mined); read only."""
+    rows = await conn.execute(text(
+        "SELECT id FROM escalations WHERE state = 'resolved' OR (state = 'mined' AND mined_by = :c) "
+        "ORDER BY id LIMIT :n"), {"n": limit, "c": cycle_id})
     store = {k: dict(v) for k, v in data.items()}
     tasks: list[Task] = []
     ids: list[int] = []
     skipped: dict[int, str] = {}
+    before: dict[int, dict[str, Any]] = {}
     customers: set[str] = set()
     for (escalation_id,) in rows.all():
         esc = await q.get_escalation(conn, int(escalation_id))
@@ -96,4 +105,57 @@ async def mine_escalations(conn: AsyncConnection, data: dict[str, dict[str, Any]
         customers.add(uid)
         tasks.append(task.model_copy(update={"snapshot": snapshot, "tags": sorted({*task.tags, "mined"})}))
         ids.append(esc.id)
-    return MinedSet(tasks=tasks, escalation_ids=ids, store=store, skipped=skipped)
+        before[esc.id] = esc.store_before
+    return MinedSet(tasks=tasks, escalation_ids=ids, store=store, skipped=skipped, before=before)
+
+
+def _same_records(data: dict[str, dict[str, Any]], before: dict[str, Any]) -> bool:
+    return all(data[kind].get(key) == record for kind in ("users", "orders")
+               for key, record in (before.get(kind) or {}).items())
+
+
+async def _mine(store_url: str, data: dict[str, dict[str, Any]], snapshot: str, cycle_id: str | None) -> MinedSet:
+    from backend.db.engine import make_engine
+
+    engine = make_engine(store_url, null_pool=True)
+    try:
+        async with engine.connect() as conn:
+            return await mine_escalations(conn, data, snapshot=snapshot, cycle_id=cycle_id)
+    finally:
+        await engine.dispose()
+
+
+async def restore_escalated_records(store_url: str, data: dict[str, dict[str, Any]],
+                                    cycle_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """`data` (the live records a cycle snapshots) with the records of every customer about to be
+    mined put back as they were at the transfer: the state the mined tasks start from."""
+    return (await _mine(store_url, data, "live", cycle_id)).store
+
+
+def mined_tasks(store_url: str, data: dict[str, dict[str, Any]], *, snapshot: str = "live",
+                cycle_id: str | None = None) -> list[Task]:
+    """The mined tasks that can start on `data` (the snapshot's records): those whose customer's
+    records it holds as they were at the transfer. With `cycle_id`, their escalations are marked
+    `mined` by it."""
+    import asyncio
+
+    mined = asyncio.run(_mine(store_url, data, snapshot, cycle_id))
+    keep = [(t, i) for t, i in zip(mined.tasks, mined.escalation_ids, strict=True)
+            if _same_records(data, mined.before[i])]
+    if len(keep) < len(mined.tasks):
+        log.warning("mined.snapshot_not_restored", skipped=len(mined.tasks) - len(keep),
+                    hint="make the snapshot from restore_escalated_records(...)")
+    if cycle_id is not None and keep:
+        asyncio.run(_mark(store_url, [i for _, i in keep], cycle_id))
+    return [t for t, _ in keep]
+
+
+async def _mark(store_url: str, ids: list[int], cycle_id: str) -> None:
+    from backend.db.engine import make_engine
+
+    engine = make_engine(store_url, null_pool=True)
+    try:
+        async with engine.begin() as conn:
+            await mark_mined(conn, ids, by=cycle_id)
+    finally:
+        await engine.dispose()

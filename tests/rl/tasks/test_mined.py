@@ -2,10 +2,13 @@
 instruction, the staff write ops made on that customer is the gold action (another customer's
 is not), and the gold replays on a snapshot of the mined store (the customer's records put back
 as they were at the transfer) although the live store already has the write; open, unidentified
-and write-less escalations give no task; `mark_mined` moves only resolved ones."""
+and write-less escalations give no task; the cycle's calls (`restore_escalated_records` for its
+snapshot, `mined_tasks` for its task set) agree, mark the escalation mined by that cycle, and
+give nothing on a snapshot that was not restored."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -19,7 +22,7 @@ from backend.tools.registry import RETAIL
 from rl.env.gold import GoldSpec, replay_gold
 from rl.env.sandbox import temporary_sandbox
 from rl.env.snapshot import create_snapshot, drop_snapshot
-from rl.tasks.mined import mark_mined, mine_escalations
+from rl.tasks.mined import mark_mined, mine_escalations, mined_tasks, restore_escalated_records
 from tests.backend.api.serving import customer_with
 
 
@@ -90,11 +93,22 @@ async def test_resolved_escalations_become_replayable_tasks(tau_db: str, tau_ret
     finally:
         await drop_snapshot(snap)
 
+    # the cycle's calls: a snapshot that was not restored gets no mined task (its gold would not apply)
+    assert await asyncio.to_thread(mined_tasks, tau_db, live, cycle_id="c1") == []
+    restored = await restore_escalated_records(tau_db, live, "c1")
+    assert restored["orders"][order_id]["status"] == "pending"
+    [again] = await asyncio.to_thread(mined_tasks, tau_db, restored, cycle_id="c1")
+    assert again.id == task.id
+    # marked mined by that cycle; its rerun still gets the task, another cycle does not
+    assert [t.id for t in await asyncio.to_thread(mined_tasks, tau_db, restored, cycle_id="c1")] == [task.id]
+    assert await asyncio.to_thread(mined_tasks, tau_db, restored, cycle_id="c2") == []
+
     engine = make_engine(tau_db, null_pool=True)
     try:
         async with engine.begin() as conn:
-            assert await mark_mined(conn, [mined_one, still_open], by="cycle-1") == [mined_one]
-            assert (await q.get_escalation(conn, mined_one)).state == "mined"
+            esc = await q.get_escalation(conn, mined_one)
+            assert esc.state == "mined" and esc.mined_by == "c1"
+            assert await mark_mined(conn, [mined_one, still_open], by="cycle-1") == []
             assert (await q.get_escalation(conn, still_open)).state == "open"
     finally:
         await engine.dispose()
