@@ -91,10 +91,11 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
         token = secrets.token_urlsafe(24)
         extra_env["MUARL_MCP_TOKEN"] = token
         console.print(f"MUARL_MCP_TOKEN was not set; this run's MCP token: [bold]{token}[/bold]")
-    champion = asyncio.run(_champion_name(url))
+    champion, active = asyncio.run(_serving_state(url))
+    external = bool(settings.llm_base_url and settings.llm_model)
     plan = Plan(database_url=url, redis_url=settings.redis_url, var_dir=Path(settings.var_dir).resolve(),
                 host=host, port=port, model_server_port=model_server_port, services=chosen,
-                first_cycle=champion is None and not (settings.llm_base_url and settings.llm_model))
+                first_cycle=champion is None and active is None and not external)
     try:
         supervised = build_services(plan, extra_env)
     except ValueError as e:
@@ -110,6 +111,9 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
         console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (MUARL_LLM_*)")
     elif champion is not None:
         console.print(f"model    champion {champion}, served by the local model server on port {model_server_port}")
+    elif active is not None:
+        console.print(f"model    [yellow]no champion yet[/yellow]: cycle {active} resumes; chat answers 503 with its "
+                      "progress until its model passes the gate")
     else:
         console.print("model    [yellow]no champion yet[/yellow]: the first cycle starts now; chat answers 503 with "
                       "its progress until its model passes the gate")
@@ -118,11 +122,19 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
     console.print("stopped")
 
 
-async def _champion_name(url: str) -> str | None:
-    """The champion's served name, or None when there is none (or no registry yet)."""
-    from backend.runner.champion import champion_name
+async def _serving_state(url: str) -> tuple[str | None, str | None]:
+    """The champion's id and the active cycle's id (None when there is none)."""
+    from backend.cycles import active_cycle
+    from backend.db.engine import make_engine
+    from backend.serving.registry import ModelRegistry
 
-    return await champion_name(url)
+    engine = make_engine(url, null_pool=True)
+    try:
+        champion = await ModelRegistry(engine).champion()
+        active = await active_cycle(engine)
+    finally:
+        await engine.dispose()
+    return champion.id if champion else None, active.id if active else None
 
 
 async def prepare_store(url: str, benchmarks_dir: Path) -> None:
