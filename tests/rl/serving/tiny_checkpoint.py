@@ -48,5 +48,5 @@ def build_checkpoints(root: Path, steps: int = 30) -> tuple[Path, Path]:
     sft_train(model, tok, [record], SFTConfig(epochs=steps, batch_size=1, lr=6e-3, micro_batch_tokens=4096))
     model.eval()
     base = save_model_folder(model, tok, root / "base", {"recipe": RECIPE.model_dump(), "kind": "tiny"})
-    adapter = random_adapter(model, root / "adapter", rank=8, seed=1, base_path=str(base))
+    adapter = random_adapter(model, root / "adapter", rank=8, seed=2, strength=4.0, base_path=str(base))
     return base, adapter
