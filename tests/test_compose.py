@@ -6,7 +6,11 @@ and every variable the compose file reads."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,8 @@ import yaml
 from typer.core import TyperGroup
 
 from backend.config import Settings
+from backend.db.engine import make_engine
+from backend.serving.registry import ModelRegistry, NewVersion
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -86,16 +92,34 @@ def test_a_wrong_command_would_be_caught() -> None:
         _parse(cli, ["db"])
 
 
-def test_vllm_runs_under_the_gpu_profile_with_hermes_tools_and_lora() -> None:
+async def test_vllm_runs_what_muarl_serving_vllm_command_prints(empty_db: str, tmp_path: Path) -> None:
     vllm = SERVICES["vllm"]
     assert vllm["profiles"] == ["gpu"] and vllm["image"].startswith("vllm/vllm-openai:")
-    argv = [_expand(a) for a in [*vllm["entrypoint"], *vllm["command"]]]
-    assert argv[:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-    flags = argv[3:]
-    assert {"--enable-auto-tool-choice", "--enable-lora"} <= set(flags)
-    assert flags[flags.index("--tool-call-parser") + 1] == "hermes"
-    assert vllm["environment"]["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
     assert all("profiles" not in s for n, s in SERVICES.items() if n != "vllm")
+    argv = [_expand(a) for a in [*vllm["entrypoint"], *vllm["command"]]]
+    flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--") and not argv[i + 1].startswith("--")}
+    folder = tmp_path / "base"  # a full model folder whose tokenizer has its chat template
+    folder.mkdir()
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    engine = make_engine(empty_db, null_pool=True)
+    try:
+        version = await ModelRegistry(engine).register(
+            NewVersion(name="base", artifact_uri=str(folder), engine="vllm",
+                       served_name=flags["--served-model-name"]), actor="test")
+    finally:
+        await engine.dispose()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MUARL_")} | {
+        "DATABASE_URL": empty_db, "PYTHONPATH": str(ROOT)}
+    printed = subprocess.run(
+        [sys.executable, "-m", "backend.cli", "serving", "vllm-command", "--version", version.id, "--python",
+         "python3", "--host", flags["--host"], "--port", flags["--port"], "--max-loras", flags["--max-loras"],
+         "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    command = json.loads(printed.stdout)
+    expected = [str(folder) if a == argv[argv.index("--model") + 1] else a for a in argv]
+    assert command["argv"] == expected
+    assert command["env"].items() <= vllm["environment"].items()
+    assert flags["--tool-call-parser"] == "hermes" and {"--enable-auto-tool-choice", "--enable-lora"} <= set(argv)
 
 
 def test_healthchecks_dependencies_and_named_volumes() -> None:
