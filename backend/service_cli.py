@@ -95,7 +95,8 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
     external = bool(settings.llm_base_url and settings.llm_model)
     plan = Plan(database_url=url, redis_url=settings.redis_url, var_dir=Path(settings.var_dir).resolve(),
                 host=host, port=port, model_server_port=model_server_port, services=chosen,
-                first_cycle=champion is None and active is None and not external)
+                first_cycle=champion is None and active is None and not external,
+                debug=settings.log_level.upper() == "DEBUG")
     try:
         supervised = build_services(plan, extra_env)
     except ValueError as e:

@@ -28,6 +28,7 @@ class Plan:
     model_server_port: int = 8001
     services: tuple[str, ...] = ALL_SERVICES
     first_cycle: bool = False  # no champion yet: start a cycle with the first-model recipe now
+    debug: bool = False  # MUARL_LOG_LEVEL=debug: let the libraries' own chatter through
 
 
 def muarl_argv(*args: str) -> list[str]:
@@ -46,6 +47,8 @@ def build_services(plan: Plan, extra_env: dict[str, str] | None = None) -> list[
         raise ValueError(f"unknown services {sorted(unknown)}; known: {', '.join(ALL_SERVICES)}")
     env = {"DATABASE_URL": plan.database_url, "REDIS_URL": broker_for(plan), "MUARL_VAR_DIR": str(plan.var_dir),
            "MUARL_MODEL_SERVER_URL": f"http://127.0.0.1:{plan.model_server_port}/v1"} | (extra_env or {})
+    if not plan.debug:  # library progress bars and banners are debugging noise in a supervised log
+        env |= {"TRANSFORMERS_VERBOSITY": "error", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
     commands = {
         "api": muarl_argv("serve", "--host", plan.host, "--port", str(plan.port)),
         "worker": muarl_argv("worker"),
