@@ -1,20 +1,27 @@
 """`muarl run` as a user runs it, on a fresh var dir with no configuration: it starts the
-embedded Postgres and Redis and its services, Ctrl-C (SIGINT) or SIGTERM stops every process it
-started (the embedded Postgres included), and a second run resumes on the same data."""
+embedded Postgres and Redis, the API, a Celery worker and beat and the local model server,
+Ctrl-C (SIGINT) or SIGTERM stops every process it started (the worker's pool and the embedded
+Postgres included), and a second run resumes on the same data."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psutil
+import pytest
+
+from backend.config import get_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,7 +35,9 @@ def _free_port() -> int:
 def _start(var_dir: Path, port: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MUARL_") and k not in ("DATABASE_URL", "REDIS_URL", "TEST_DATABASE_URL")}
-    env |= {"MUARL_VAR_DIR": str(var_dir), "PYTHONPATH": str(ROOT), "MUARL_RUN_SERVICES": "api"}
+    # every service; an external model is configured so that no first cycle starts training here
+    env |= {"MUARL_VAR_DIR": str(var_dir), "PYTHONPATH": str(ROOT), "MUARL_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+            "MUARL_LLM_MODEL": "external-test-model"}
     if os.environ.get("MUARL_BENCHMARKS_DIR"):
         env["MUARL_BENCHMARKS_DIR"] = os.environ["MUARL_BENCHMARKS_DIR"]
     return subprocess.Popen([sys.executable, "-m", "backend.cli", "run", "--port", str(port)], cwd=var_dir.parent,
@@ -48,13 +57,26 @@ def _wait_healthy(proc: subprocess.Popen[str], port: int, timeout: float = 180.0
     raise AssertionError("muarl run did not become healthy")
 
 
-def _started_processes(proc: subprocess.Popen[str], var_dir: Path) -> list[psutil.Process]:
-    proc_children = psutil.Process(proc.pid).children(recursive=True)
+def _started_processes(proc: subprocess.Popen[str], var_dir: Path, timeout: float = 120.0) -> list[psutil.Process]:
+    """Everything `muarl run` started, once its tree stops growing: redis, api, worker (with its
+    pool process), beat, model-server, and the embedded Postgres (a daemon, found by its pid file)."""
+    deadline = time.monotonic() + timeout
+    seen: list[int] = []
+    while time.monotonic() < deadline:
+        proc_children = psutil.Process(proc.pid).children(recursive=True)
+        pids = sorted(p.pid for p in proc_children)
+        if len(pids) >= 6 and pids == seen:
+            break
+        seen = pids
+        time.sleep(2.0)
     pid_file = var_dir / "pgdata" / "postmaster.pid"
     postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
     procs = [*proc_children, postmaster, *postmaster.children(recursive=True)]
     names = {p.name() for p in procs}
     assert "postgres" in names and any("redis" in n for n in names), names
+    commands = " ".join(" ".join(p.cmdline()) for p in proc_children)
+    for service in ("serve", "worker", "beat", "model-server"):
+        assert f"backend.cli {service}" in commands, commands
     return procs
 
 
@@ -68,8 +90,17 @@ def _stop(proc: subprocess.Popen[str], sig: signal.Signals, procs: list[psutil.P
     return out
 
 
-def test_run_stops_everything_it_started_and_resumes(tmp_path: Path) -> None:
-    var_dir = tmp_path / "var"
+@pytest.fixture
+def var_dir() -> Iterator[Path]:
+    """A fresh var dir under the project's var/ (pytest's shared temp root can be pruned by a
+    concurrent session while the embedded Postgres still runs there)."""
+    path = Path(get_settings().var_dir).resolve() / "test" / f"run-{uuid.uuid4().hex[:8]}" / "var"
+    path.parent.mkdir(parents=True)
+    yield path
+    shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def test_run_stops_everything_it_started_and_resumes(var_dir: Path) -> None:
     port = _free_port()
     first = _start(var_dir, port)
     try:
@@ -81,9 +112,10 @@ def test_run_stops_everything_it_started_and_resumes(tmp_path: Path) -> None:
         if first.poll() is None:
             first.kill()
     assert not (var_dir / "pgdata" / "postmaster.pid").exists()
-    assert "store    loaded" in out and "starting redis, api" in out
+    assert "store    loaded" in out and "starting redis, api, worker, beat, model-server (" in out
+    assert "worker       | " in out and "Failed to stop" not in out, out
     # no debugging noise: the embedded Postgres wheel's internal commands stay hidden
-    assert not re.search(r"Running commandline|initdb|pg_ctl|RuntimeDirWarning", out), out
+    assert not re.search(r"Running commandline|initdb|pg_ctl|RuntimeDirWarning|Running upgrade", out), out
 
     second = _start(var_dir, port)
     try:
