@@ -72,6 +72,7 @@ def main() -> None:
     args = ap.parse_args()
     var_dir = (args.var_dir or Path(tempfile.mkdtemp(prefix="muarl-first-model-"))).resolve()
     port = _free_port()
+    var_dir.parent.mkdir(parents=True, exist_ok=True)
     log_path = var_dir.parent / f"{var_dir.name}.run.log"
     t0 = time.monotonic()
     proc = _start(var_dir, port, log_path)
