@@ -74,6 +74,11 @@ def socket_url(sock: Path) -> str:
     return f"redis+socket://{sock}"
 
 
+def embedded_redis_running(var_dir: Path) -> bool:
+    """True when the embedded Redis under `var_dir` answers (started by anyone)."""
+    return _answers(_paths(var_dir)[1])
+
+
 def embedded_redis_command(var_dir: Path) -> list[str]:
     """The embedded Redis as a foreground process (same data, socket and settings as the detached
     one `start_embedded_redis` starts), for a supervisor that stops it with everything else

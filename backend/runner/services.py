@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from backend.broker import embedded_redis_command, redis_socket, socket_url
+from backend.broker import embedded_redis_command, embedded_redis_running, redis_socket, socket_url
 from backend.runner.supervisor import Service
 
 ALL_SERVICES = ("api", "worker", "beat", "model-server")
@@ -56,8 +56,9 @@ def build_services(plan: Plan, extra_env: dict[str, str] | None = None) -> list[
         "model-server": muarl_argv("model-server", "--host", "127.0.0.1", "--port", str(plan.model_server_port)),
     }
     services: list[Service] = []
-    if plan.redis_url is None:
-        redis_socket(plan.var_dir).parent.mkdir(parents=True, exist_ok=True)
+    # the embedded Redis, unless one already answers on its socket (a detached one that a
+    # standalone `muarl cycle run` started: reused, and left as it is)
+    if plan.redis_url is None and not embedded_redis_running(plan.var_dir):
         services.append(Service("redis", embedded_redis_command(plan.var_dir)))
     services += [Service(name, commands[name], env=env) for name in ALL_SERVICES if name in plan.services]
     if plan.first_cycle and "worker" in plan.services:
