@@ -98,6 +98,8 @@ def main() -> None:
                     say(f"first reply from {body['model']}: {body.get('reply', '')[:80]!r}")
                     break
                 cycle = body.get("cycle") or {}
+                if cycle:
+                    result["last_progress"] = {k: cycle.get(k) for k in ("cycle_id", "status", "step", "percent")}
                 step = (cycle.get("cycle_id"), cycle.get("status"), cycle.get("step"))
                 if step != last_step:
                     say(f"chat {status}: {body.get('detail', '')[-160:]}")
@@ -109,6 +111,8 @@ def main() -> None:
             cycles = client.get("/v1/ops/cycles", headers={"Authorization": "Bearer bench-ops"})
             if cycles.status_code == 200:
                 result["cycles"] = cycles.json()
+    except KeyboardInterrupt:  # report what was reached
+        result["interrupted_after_s"] = round(time.monotonic() - t0, 1)
     finally:
         procs = psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []
         proc.send_signal(signal.SIGINT)
@@ -128,6 +132,9 @@ def main() -> None:
     print(f"first served model    {first} s  (target <= {TARGET_S} s: {verdict})")
     if result.get("error"):
         print(f"cycle failed          {result['error']}")
+    if first is None:
+        print(f"stopped at            {result.get('last_progress')} after "
+              f"{result.get('interrupted_after_s') or args.timeout_min * 60} s")
     print(f"left running          {result['left_running_after_ctrl_c'] or 'nothing'}")
     print(f"log                   {log_path}")
 
