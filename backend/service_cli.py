@@ -71,6 +71,14 @@ def run(host: Host = "127.0.0.1", port: Port = 8000,
     """The whole product: migrate and fill the store if empty, then supervise the API, a Celery
     worker and beat, and the local model server (embedded Postgres and Redis unless DATABASE_URL /
     REDIS_URL are set). Ctrl-C stops every process it started."""
+    try:
+        _run(host, port, model_server_port, services)
+    except KeyboardInterrupt:  # Ctrl-C while preparing: the embedded Postgres stops at exit
+        console.print("stopped")
+        raise typer.Exit(130) from None
+
+
+def _run(host: str, port: int, model_server_port: int, services: str | None) -> None:
     import logging
 
     from backend.config import get_settings
