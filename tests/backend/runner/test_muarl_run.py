@@ -74,10 +74,19 @@ def _started_processes(proc: subprocess.Popen[str], var_dir: Path, timeout: floa
     procs = [*proc_children, postmaster, *postmaster.children(recursive=True)]
     names = {p.name() for p in procs}
     assert "postgres" in names and any("redis" in n for n in names), names
-    commands = " ".join(" ".join(p.cmdline()) for p in proc_children)
+    commands = " ".join(" ".join(p.cmdline()) for p in proc_children if p.status() != psutil.STATUS_ZOMBIE)
     for service in ("serve", "worker", "beat", "model-server"):
-        assert f"backend.cli {service}" in commands, commands
+        assert f"backend.cli {service}" in commands, f"{service} is not running: {commands}"
     return procs
+
+
+def _output_of_failed(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=90)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()[0]
 
 
 def _stop(proc: subprocess.Popen[str], sig: signal.Signals, procs: list[psutil.Process]) -> str:
@@ -106,7 +115,10 @@ def test_run_stops_everything_it_started_and_resumes(var_dir: Path) -> None:
     try:
         _wait_healthy(first, port)
         started = httpx.post(f"http://127.0.0.1:{port}/v1/conversations", timeout=10).json()
-        procs = _started_processes(first, var_dir)
+        try:
+            procs = _started_processes(first, var_dir)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{_output_of_failed(first)}") from None
         out = _stop(first, signal.SIGINT, procs)
     finally:
         if first.poll() is None:
