@@ -102,16 +102,17 @@ def _finish_step(db: CycleDB, settings: Settings, cycle_id: str, step: str, outp
     outputs = {**(cycle["outputs"] or {}), step: output}
     following = next_step(step)
     t = now()
+    seconds = round((t - cycle["step_started_at"]).total_seconds(), 2) if cycle["step_started_at"] else None
     if following is None:
         db.update(cycle_id, outputs=outputs, status="succeeded", progress=1.0, eta_s=None, detail=None,
                   finished_at=t, dispatched_at=None)
-        db.event(cycle_id, "step.finished", step=step)
+        db.event(cycle_id, "step.finished", step=step, seconds=seconds)
         db.event(cycle_id, "succeeded")
         drop_cycle_snapshot(settings, cycle_id)
     else:
         # dispatched_at: the chain sends the next step's message right after this returns
         db.update(cycle_id, outputs=outputs, step=following, progress=0.0, eta_s=None, detail=None, dispatched_at=t)
-        db.event(cycle_id, "step.finished", step=step)
+        db.event(cycle_id, "step.finished", step=step, seconds=seconds)
 
 
 def _fail(db: CycleDB, settings: Settings, cycle_id: str, reason: str) -> None:

@@ -48,7 +48,9 @@ async def _run_cycle(engine, settings: Settings) -> dict:  # noqa: ANN001
         assert ran, f"step {step} did not run: {state['error']}"
         # a second delivery of a finished step does nothing
         assert not await asyncio.to_thread(run_step, cycle.id, step, settings)
-    return cycle_json(await get_cycle(engine, cycle.id))
+    state = cycle_json(await get_cycle(engine, cycle.id))
+    print("step seconds", {e["step"]: e["seconds"] for e in state["events"] if e["event"] == "step.finished"})
+    return state
 
 
 async def test_two_cycles_cold_start_then_grpo(live_db: str, cycle_settings: Settings) -> None:
