@@ -1,5 +1,5 @@
 """Liveness, readiness and metrics: `/healthz` (the process answers), `/readyz` (the store's
-database is reachable and migrated; says whether a model is configured), `/metrics`
+database is reachable and migrated; says which model version answers, if any), `/metrics`
 (Prometheus)."""
 
 from __future__ import annotations
@@ -29,9 +29,14 @@ async def readyz(engine: EngineDep, chat: ChatDep) -> Response | dict[str, objec
             await conn.scalar(text("SELECT 1 FROM conversations LIMIT 1"))
     except Exception as e:
         return problem_response(503, f"The database is not ready: {type(e).__name__}", title="Not ready")
+    try:
+        target = await chat.resolver.resolve()
+    except Exception as e:  # the registry's tables are missing or unreadable
+        return problem_response(503, f"The model registry is not readable: {type(e).__name__}", title="Not ready")
     return {"status": "ready", "database_revision": revision,
-            "model": chat.model.name if chat.model is not None else None,
-            "model_configured": chat.model is not None}
+            "model": target.served_name if target is not None else None,
+            "model_version": target.version_id if target is not None else None,
+            "model_configured": target is not None}
 
 
 @router.get("/metrics", include_in_schema=False)
