@@ -4,8 +4,8 @@
   have resolved, turned into tasks (the customer's messages give the goal, the staff tool calls
   ops made give the gold actions). The escalation queue lives with the service; this hook asks
   it, and returns no tasks when the queue has nothing resolved (or does not exist yet).
-- `gate_suite`: the fixed suite the gates play candidates on. It comes from the recipe (held-out
-  customers that no training task uses); the gates module may name its own suite.
+- `gate_suite`: the fixed suite the gates play candidates on (held-out and safety tasks from
+  rl/eval/gate_suite.py, sized by the recipe, on customers that no training task uses).
 """
 
 from __future__ import annotations
@@ -27,10 +27,20 @@ def mined_tasks(store_url: str, data: dict[str, Any]) -> list[Any]:
 
 
 def gate_suite(recipe: Any, data: dict[str, Any], sets: dict[str, list[Any]]) -> list[Any]:
-    """The fixed gate suite: the gates module's when it defines one, else the recipe's held-out
-    evaluation tasks (customers no cold-start or RL task uses)."""
-    try:
-        from rl.eval.gates import gate_suite_tasks
-    except ImportError:
-        return list(sets["eval"])
-    return list(gate_suite_tasks(recipe, data))
+    """The fixed gate suite (rl/eval/gate_suite.py): `recipe.gate_tasks` held-out tasks and
+    `recipe.gate_safety_tasks` safety tasks, on customers that no training task of this cycle uses
+    (the same store and seed give the same suite, cycle after cycle, while the store is unchanged)."""
+    from rl.eval.gate_suite import build_gate_suite
+    from rl.eval.gates import is_safety_task
+
+    training = {t.customer.user_id for name in ("cold_start", "rl", "val", "mined") for t in sets.get(name, [])}
+    for factor in (2, 4, 8):
+        drawn = build_gate_suite(data, snapshot=recipe.store, n=factor * recipe.gate_tasks,
+                                 n_safety=factor * recipe.gate_safety_tasks, seed=recipe.task_seed)
+        held_out = [t for t in drawn if t.customer.user_id not in training]
+        regular = [t for t in held_out if not is_safety_task(t)][:recipe.gate_tasks]
+        safety = [t for t in held_out if is_safety_task(t)][:recipe.gate_safety_tasks]
+        if len(regular) == recipe.gate_tasks and len(safety) == recipe.gate_safety_tasks:
+            return regular + safety
+    raise ValueError(f"the store has too few customers outside training for {recipe.gate_tasks} gate tasks "
+                     f"and {recipe.gate_safety_tasks} safety tasks")

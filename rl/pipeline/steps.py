@@ -179,7 +179,11 @@ def train(ctx: StepContext) -> dict[str, Any]:
             method = "grpo"
             model_dir = _grpo_from_champion(ctx, st, champion, out)
     final = Path(ctx.settings.var_dir).resolve() / "models" / ctx.cycle_id
-    _publish(model_dir, final, {"recipe": recipe.name, "training_run": f"cycle:{ctx.cycle_id}",
+    # the recipe as the registry reads it: `muarl gate run --candidate ID` finds the suite and floor
+    gate = {"suite": str(ctx.folder / "tasks" / "gate.json"), "floor": recipe.gate_floor}
+    _publish(model_dir, final, {"recipe": {"name": recipe.name, "overrides": list(ctx.cycle.get("overrides") or []),
+                                           "gate": gate},
+                                "training_run": f"cycle:{ctx.cycle_id}",
                                 "store_snapshot": snap.name, "parent_version": champion.id if champion else None,
                                 "cycle": ctx.cycle_id})
     return {"method": method, "model_dir": str(final), "from": champion.id if champion else None}
@@ -232,7 +236,6 @@ def gate(ctx: StepContext) -> dict[str, Any]:
                                               recipe=ctx.cycle["recipe"], parent=champion_id))
         ctx.db.update(ctx.cycle_id, candidate=candidate)
         ctx.db.event(ctx.cycle_id, "registered", version=candidate)
-    ctx.reporter.stage(f"gate: {candidate} against {champion_id or 'the floor'}", None)
     report = models.run_gate(ctx, candidate, champion_id)
     ctx.db.update(ctx.cycle_id, gate_passed=bool(report["passed"]), gate_report=report)
     return {"candidate": candidate, "baseline": champion_id, "passed": bool(report["passed"])}
