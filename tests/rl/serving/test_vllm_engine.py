@@ -33,15 +33,17 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="no vLLM venv (make vllm-venv builds it)")]
 
 
-def first_token_logprobs(url: str, model: str) -> dict[str, float]:
+def first_token_logprobs(url: str, model: str) -> dict[int, float]:
+    """Token id -> log-prob of the first reply token's top 3, as vLLM serves `model`."""
     r = httpx.post(f"{url}/v1/chat/completions", timeout=60, json={
         "model": model, "messages": [SYSTEM, ASK], "temperature": 0, "max_tokens": 1, "logprobs": True,
-        "top_logprobs": 3})
+        "top_logprobs": 3, "return_tokens_as_token_ids": True})
     assert r.status_code == 200, r.text
-    return {t["token"]: t["logprob"] for t in r.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]}
+    top = r.json()["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+    return {int(t["token"].removeprefix("token_id:")): t["logprob"] for t in top}
 
 
-def merged_logprobs(base: Path, adapter: Path | None) -> dict[str, float]:
+def merged_logprobs(base: Path, adapter: Path | None) -> dict[int, float]:
     """The same first-token log-probs computed here, with the adapter merged in-process."""
     model, tok, _ = load_model_folder(base)
     if adapter is not None:
@@ -51,7 +53,7 @@ def merged_logprobs(base: Path, adapter: Path | None) -> dict[str, float]:
     with torch.no_grad():
         logp = model(ids).logits[0, -1].log_softmax(-1)
     top = logp.topk(3)
-    return {tok.decode([int(i)]): float(v) for v, i in zip(top.values, top.indices, strict=True)}
+    return {int(i): float(v) for v, i in zip(top.values, top.indices, strict=True)}
 
 
 async def test_promote_an_adapter_on_real_vllm_and_roll_back(tiny_checkpoints: tuple[Path, Path], tau_db: str,
