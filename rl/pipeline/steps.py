@@ -248,7 +248,7 @@ def promote(ctx: StepContext) -> dict[str, Any]:
     candidate = ctx.outputs["gate"]["candidate"]
     passed = ctx.outputs["gate"]["passed"]
     if passed and ctx.settings.cycle_auto_promote:
-        run_async(models.promote(ctx.store_url, candidate, f"cycle {ctx.cycle_id}: gates passed"))
+        run_async(models.promote(ctx.store_url, candidate, f"cycle {ctx.cycle_id}: gates passed", ctx.settings))
         ctx.db.update(ctx.cycle_id, promoted=True)
         return {"promoted": True, "candidate": candidate}
     why = "auto-promotion is off" if passed else "its gates failed"

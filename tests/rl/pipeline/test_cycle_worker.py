@@ -74,10 +74,11 @@ def _grpo_step(var_dir: Path, cycle_id: str) -> int:
         return 0
 
 
-def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broker: str, workers) -> None:
-    env = cycle_env(live_db, var_dir, broker)
+def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broker: str, workers,
+                                              model_server: str) -> None:
+    env = cycle_env(live_db, var_dir, broker, MUARL_MODEL_SERVER_URL=model_server)
     before = asyncio.run(_checksum(live_db))
-    first_worker = workers.start()
+    first_worker = workers.start(MUARL_MODEL_SERVER_URL=model_server)
 
     # 1. the first cycle: cold start, gated against the floor, promoted
     done = _cli(env, "cycle", "run", "--recipe", "smoke", "--wait")
@@ -89,10 +90,13 @@ def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broke
     assert result["status"] == "succeeded" and result["gate_passed"] is True and result["promoted"] is True
     champion = asyncio.run(_champion(live_db))
     assert champion is not None and champion.id == result["candidate"]
+    import httpx
+
+    served = [m["id"] for m in httpx.get(f"{model_server}/models", timeout=10).json()["data"]]
+    assert champion.served_name in served  # loaded on its engine before the alias moved
 
     # 2. the second cycle: GRPO from the champion, its worker killed in the middle of GRPO
-    queued = _cli(env, "cycle", "run", "--recipe", "smoke",
-                                     "--set", "grpo.steps=6", "--set", "grpo.save_every=1")
+    queued = _cli(env, "cycle", "run", "--recipe", "smoke", "--set", "grpo.steps=6", "--set", "grpo.save_every=1")
     assert queued.returncode == 0, queued.stderr
     second = json.loads(queued.stdout.strip().splitlines()[-1])["cycle_id"]
     wait_for(lambda: _grpo_step(var_dir, second) >= 2, 400, "GRPO's second checkpoint")
@@ -102,7 +106,7 @@ def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broke
     state = _state(live_db, second)
     assert state["status"] == "running" and state["step"] == "train"
 
-    workers.start()  # a restarted worker resumes the cycle
+    workers.start(MUARL_MODEL_SERVER_URL=model_server)  # a restarted worker resumes the cycle
     final = wait_for(
         lambda: (s := _state(live_db, second))["status"] in ("succeeded", "failed") and s, 500,
         "the resumed cycle to finish")
