@@ -133,3 +133,22 @@ def test_schedule_setting() -> None:
     entries = beat_schedule(Settings(MUARL_CYCLE_SCHEDULE="0 3 * * *"))
     assert entries["cycle"]["task"] == "muarl.cycle.scheduled" and "sweep" in entries
     assert "cycle" not in beat_schedule(Settings(MUARL_CYCLE_SCHEDULE="off"))
+
+
+async def test_sweep_drops_snapshots_of_finished_cycles_only(live_db: str, cycle_settings: Settings) -> None:
+    from rl.pipeline.runner import sweep
+
+    engine = make_engine(live_db, null_pool=True)
+    try:
+        cycle = await create_cycle(engine, "smoke")
+        assert await asyncio.to_thread(run_step, cycle.id, "snapshot", cycle_settings)
+        kept = await asyncio.to_thread(sweep, cycle_settings)
+        assert snapshot_name(cycle.id) not in kept["cycle_snapshots"]  # active: kept
+        assert await _exists(live_db, snapshot_name(cycle.id))
+        with CycleDB(live_db) as db:  # failed by a process that died before dropping its snapshot
+            db.fail(cycle.id, "test")
+        swept = await asyncio.to_thread(sweep, cycle_settings)
+        assert swept["cycle_snapshots"] == [snapshot_name(cycle.id)]
+        assert not await _exists(live_db, snapshot_name(cycle.id))
+    finally:
+        await engine.dispose()
