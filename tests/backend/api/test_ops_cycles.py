@@ -1,6 +1,6 @@
 """Ops HTTP for the online cycle, over real HTTP with an embedded Redis broker: POST starts a
 cycle (a row in Postgres and the worker's start task on the broker, sent by name), 409 while one
-is active, 401 without the ops token, 503 (and the cycle marked failed) when the broker is
+is active, 401 without the ops token (403 with a wrong one), 503 (and the cycle marked failed) when the broker is
 unreachable; GET lists them."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _queued(sock: Path) -> list[dict[str, Any]]:
 
 async def test_start_list_and_conflict(client: httpx.AsyncClient, broker_socket: Path) -> None:
     assert (await client.post("/v1/ops/cycles")).status_code == 401
-    assert (await client.get("/v1/ops/cycles", headers={"Authorization": "Bearer wrong"})).status_code == 401
+    assert (await client.get("/v1/ops/cycles", headers={"Authorization": "Bearer wrong"})).status_code == 403
     empty = await client.get("/v1/ops/cycles", headers=OPS)
     assert empty.status_code == 200 and empty.json() == {"active": None, "cycles": []}
 
