@@ -17,13 +17,18 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
-def mined_tasks(store_url: str, data: dict[str, Any]) -> list[Any]:
-    """Tasks mined from resolved escalations, on the records of the cycle's snapshot (`data`)."""
+def mined_tasks(store_url: str, data: dict[str, Any], snapshot: str) -> list[Any]:
+    """Tasks mined from resolved escalations, on the records of the cycle's snapshot (`data`), named
+    as played on `snapshot` (the recipe's store reference, which the cycle maps to its snapshot).
+    The escalation queue provides `rl.tasks.mined.mined_tasks(store_url, data) -> list[Task]`."""
     try:
-        from rl.tasks.mined import mined_tasks as from_queue  # provided by the escalation queue
-    except ImportError:
+        from rl.tasks.mined import mined_tasks as from_queue
+    except ImportError:  # no escalation queue in this checkout
         return []
-    return list(from_queue(store_url, data))
+    tasks = list(from_queue(store_url, data))
+    for t in tasks:
+        t.snapshot = snapshot
+    return tasks
 
 
 def gate_suite(recipe: Any, data: dict[str, Any], sets: dict[str, list[Any]]) -> list[Any]:

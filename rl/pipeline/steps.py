@@ -135,7 +135,7 @@ def tasks(ctx: StepContext) -> dict[str, Any]:
     ctx.reporter.advance(1)
     sets["gate"] = hooks.gate_suite(recipe, data, sets)
     ctx.reporter.advance(1)
-    sets["mined"] = hooks.mined_tasks(ctx.store_url, data)
+    sets["mined"] = hooks.mined_tasks(ctx.store_url, data, recipe.store)
     ctx.reporter.advance(1)
     for name, items in sets.items():
         save_tasks(folder / f"{name}.json", items, {"cycle": ctx.cycle_id, "set": name, "snapshot": recipe.store})
