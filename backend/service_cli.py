@@ -10,10 +10,13 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from backend.serving.registry import Version
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -116,10 +119,11 @@ def _run(host: str, port: int, model_server_port: int, services: str | None) -> 
     console.print(f"API      {base}/v1/conversations   docs {base}/docs")
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
-    if settings.llm_base_url and settings.llm_model:
-        console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (MUARL_LLM_*)")
-    elif champion is not None:
-        console.print(f"model    champion {champion}, served by the local model server on port {model_server_port}")
+    if champion is not None:
+        console.print(f"model    champion {champion.id} ({champion.served_name}, {champion.engine} engine); "
+                      "promotions and rollbacks apply from the next message")
+    elif settings.llm_base_url and settings.llm_model:
+        console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (no champion in the registry)")
     elif active is not None:
         console.print(f"model    [yellow]no champion yet[/yellow]: cycle {active} resumes; chat answers 503 with its "
                       "progress until its model passes the gate")
@@ -131,8 +135,8 @@ def _run(host: str, port: int, model_server_port: int, services: str | None) -> 
     console.print("stopped")
 
 
-async def _serving_state(url: str) -> tuple[str | None, str | None]:
-    """The champion's id and the active cycle's id (None when there is none)."""
+async def _serving_state(url: str) -> tuple[Version | None, str | None]:
+    """The champion and the active cycle's id (None when there is none)."""
     from backend.cycles import active_cycle
     from backend.db.engine import make_engine
     from backend.serving.registry import ModelRegistry
@@ -143,7 +147,7 @@ async def _serving_state(url: str) -> tuple[str | None, str | None]:
         active = await active_cycle(engine)
     finally:
         await engine.dispose()
-    return champion.id if champion else None, active.id if active else None
+    return champion, active.id if active else None
 
 
 async def prepare_store(url: str, benchmarks_dir: Path) -> None:

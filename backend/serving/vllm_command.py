@@ -100,13 +100,13 @@ def vllm_command(version: Version, base: Version | None = None, *, profile: str 
         argv += ["--chat-template", str(CHAT_TEMPLATE)]
     env = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
     if profile == "cpu":
-        context = max_model_len or min(int(_json(folder / "config.json").get("max_position_embeddings") or 2048), 2048)
+        context = max_model_len or min(int(_json(folder / "config.json").get("max_position_embeddings") or 8192), 8192)
         argv += ["--dtype", "float32", "--gpu-memory-utilization", "0.15", "--max-model-len", str(context)]
         env["VLLM_CPU_KVCACHE_SPACE"] = "1"
     elif max_model_len:
         argv += ["--max-model-len", str(max_model_len)]
     view = version.view or (base.view if base else None) or {}
-    if any(view.get(k) for k in ("refs", "compact", "constrain_calls", "spaced_values", "tools")):
+    if any(view.values()):  # anything but the full view (rl/chat/views.py) changes what the model reads
         notes.append("this version was trained with a view (references, compact tool results or constrained "
                      "calls) that only the local engine (`muarl model-server`) applies; vLLM shows it raw text")
     return VllmCommand(argv, env, notes)

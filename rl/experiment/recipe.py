@@ -90,7 +90,7 @@ class ExperimentRecipe(BaseModel):
     vocab_size: int = 4096
     model: TinyQwen3Recipe = TinyQwen3Recipe(hidden_size=192, num_hidden_layers=4, num_attention_heads=3,
                                              num_key_value_heads=1, head_dim=64, intermediate_size=512)
-    system_prompt: str = TINY_SYSTEM_PROMPT
+    system_prompt: str = TINY_SYSTEM_PROMPT  # what the model reads for the store policy (its view carries it)
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
@@ -124,7 +124,12 @@ class ExperimentRecipe(BaseModel):
     # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
     # whole cpu-tiny run with 2 took 38.4 to 41.7 min (bench/results/README.md)
     workers: int = Field(default=2, ge=1)
-    # the pass^1 a first model (no champion to beat) must reach on the gate suite to be promoted
+    # The online cycle's gate (rl/pipeline, rl/eval/gates.py): a suite of held-out tasks and safety
+    # tasks (refusals, authorization attacks) on customers no training task uses, played `gate_trials`
+    # times (None: MUARL_GATE_TRIALS); with no champion the candidate's pass^1 must reach `gate_floor`.
+    gate_tasks: int = Field(default=40, ge=1)
+    gate_safety_tasks: int = Field(default=12, ge=0)
+    gate_trials: int | None = Field(default=None, ge=1)
     gate_floor: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
@@ -141,7 +146,8 @@ class ExperimentRecipe(BaseModel):
                         compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
-                        shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls)
+                        shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
+                        system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first
@@ -166,13 +172,16 @@ RECIPES: dict[str, ExperimentRecipe] = {
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4,
+        gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
     # What `make run` trains when there is no champion: cpu-tiny's model, view and cold-start mix with
-    # half the cold-start conversations and 3 epochs (SFT about 4 of cpu-tiny's 10 min), a 36-task gate
-    # suite, and a floor the cold start clears (cpu-tiny's scored 32-38% held out) so that chat has a
-    # model within 15 minutes on 2 cores (bench/first_model_bench.py); later cycles use MUARL_CYCLE_RECIPE.
+    # half the cold-start conversations and 3 epochs (SFT about 4 of cpu-tiny's 10 min), a smaller gate
+    # suite played once, and a floor the cold start clears (cpu-tiny's scored 32-38% held out) so that
+    # chat has a model within 15 minutes on 2 cores (bench/first_model_bench.py); later cycles use
+    # MUARL_CYCLE_RECIPE.
     "first-model": ExperimentRecipe(
-        name="first-model", n_cold_start_tasks=320, n_rl_tasks=24, n_eval_tasks=36, gate_floor=0.10,
+        name="first-model", n_cold_start_tasks=320, n_rl_tasks=24, n_eval_tasks=24, gate_tasks=24,
+        gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
         sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
                       micro_batch_tokens=12288, max_tokens=2048)),
 }

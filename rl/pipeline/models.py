@@ -49,16 +49,19 @@ async def record_report(url: str, candidate: str, baseline: str | None, report: 
         return record.id
 
 
-async def promote(url: str, candidate: str, reason: str) -> None:
-    """Make `candidate` the champion (its passed gate report is checked by the registry)."""
+async def promote(url: str, candidate: str, reason: str, settings: Any) -> None:
+    """Make `candidate` the champion: its engine is made to serve it first (the local model server
+    loads the folder), then the alias moves, re-checking its passed gate report under the row lock
+    (`backend.serving.promotion.promote`). A rerun after the move committed does nothing."""
+    from backend.serving.promotion import promote as promote_version
     from backend.serving.registry import AliasConflict
 
     async with _registry(url) as reg:
         current = await reg.champion()
         if current is not None and current.id == candidate:
-            return  # a rerun after the promotion committed
+            return
         try:
-            await reg.switch_champion(candidate, actor=ACTOR, reason=reason)
+            await promote_version(reg, candidate, reason=reason, actor=ACTOR, settings=settings)
         except AliasConflict:
             current = await reg.champion()
             if current is None or current.id != candidate:

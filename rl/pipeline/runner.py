@@ -72,14 +72,14 @@ def run_step(cycle_id: str, step: str, settings: Settings | None = None) -> bool
         ctx = StepContext(cycle=cycle, db=db, settings=settings, store_url=url, reporter=CycleReporter(db, cycle_id))
         try:
             output = STEP_FUNCTIONS[step](ctx)
-        except BaseException as e:  # the soft time limit too: the cycle is failed, not left running
+        except Exception as e:  # the soft time limit too: the cycle is failed, not left running
             reason = f"{step}: {type(e).__name__}: {e}"
             log.error("cycle.step_failed", cycle=cycle_id, step=step, error=reason,
                       traceback=traceback.format_exc(limit=8))
             _fail(db, settings, cycle_id, reason)
-            if isinstance(e, Exception):
-                return False
-            raise
+            return False
+        # KeyboardInterrupt / SystemExit (the process is stopping) propagate: the cycle stays
+        # running and the next worker resumes it
         _finish_step(db, settings, cycle_id, step, output)
         return True
 
@@ -102,16 +102,17 @@ def _finish_step(db: CycleDB, settings: Settings, cycle_id: str, step: str, outp
     outputs = {**(cycle["outputs"] or {}), step: output}
     following = next_step(step)
     t = now()
+    seconds = round((t - cycle["step_started_at"]).total_seconds(), 2) if cycle["step_started_at"] else None
     if following is None:
         db.update(cycle_id, outputs=outputs, status="succeeded", progress=1.0, eta_s=None, detail=None,
                   finished_at=t, dispatched_at=None)
-        db.event(cycle_id, "step.finished", step=step)
+        db.event(cycle_id, "step.finished", step=step, seconds=seconds)
         db.event(cycle_id, "succeeded")
         drop_cycle_snapshot(settings, cycle_id)
     else:
         # dispatched_at: the chain sends the next step's message right after this returns
         db.update(cycle_id, outputs=outputs, step=following, progress=0.0, eta_s=None, detail=None, dispatched_at=t)
-        db.event(cycle_id, "step.finished", step=step)
+        db.event(cycle_id, "step.finished", step=step, seconds=seconds)
 
 
 def _fail(db: CycleDB, settings: Settings, cycle_id: str, reason: str) -> None:
@@ -161,14 +162,11 @@ def sweep(settings: Settings | None = None) -> dict[str, Any]:
     """Drop scratch databases whose owner process died and snapshots of cycles no longer active."""
     from backend.db.engine import admin_connection
     from rl.env.ownership import sweep_orphan_databases
-    from rl.pipeline.steps import run_async, snapshot_name
+    from rl.pipeline.steps import run_async
 
     settings = settings or get_settings()
     url = store_url(settings)
     dropped = run_async(sweep_orphan_databases(url))
-    with CycleDB(url) as db:
-        active = {snapshot_name(c) for c in db.active_ids()}
-
     async def _cycle_snapshots() -> list[str]:
         from sqlalchemy import text
 
@@ -179,7 +177,12 @@ def sweep(settings: Settings | None = None) -> dict[str, Any]:
 
     from rl.env.snapshot import _drop
 
-    stale = [n for n in run_async(_cycle_snapshots()) if n not in active]
+    found = run_async(_cycle_snapshots())
+    with CycleDB(url) as db:
+        # only snapshots of this database's finished cycles: another installation on the same
+        # server has cycles of its own
+        finished = db.finished_ids([n.removeprefix("muarl_cycle_") for n in found])
+    stale = [n for n in found if n.removeprefix("muarl_cycle_") in finished]
     for name in stale:
         run_async(_drop(url, name))
     return {"orphans": dropped, "cycle_snapshots": stale}

@@ -84,6 +84,13 @@ class CycleDB:
     def active_ids(self) -> set[str]:
         return {r["id"] for r in self._exec("SELECT id FROM cycles WHERE status IN ('queued', 'running')")}
 
+    def finished_ids(self, ids: list[str]) -> set[str]:
+        """Those of `ids` that are cycles of this database that ended (succeeded or failed)."""
+        if not ids:
+            return set()
+        rows = self._exec("SELECT id FROM cycles WHERE id = ANY(%s) AND status IN ('succeeded', 'failed')", (ids,))
+        return {r["id"] for r in rows}
+
     def update(self, cycle_id: str, **fields: Any) -> None:
         fields["updated_at"] = now()
         sets = ", ".join(f"{k} = %({k})s" for k in fields)

@@ -88,7 +88,7 @@ def snapshot(ctx: StepContext) -> dict[str, Any]:
     import time
 
     from backend.db.engine import database_exists
-    from rl.env.snapshot import _drop, snapshot_from_database
+    from rl.env.snapshot import _drop, create_snapshot, snapshot_from_database
     from rl.pipeline import hooks
 
     name = snapshot_name(ctx.cycle_id)
@@ -100,9 +100,13 @@ def snapshot(ctx: StepContext) -> dict[str, Any]:
         reused = True
     else:  # a half-made template of an interrupted run is dropped and made again
         run_async(_drop(ctx.server_url, name))
-        # customers about to be mined start as they were when their conversation was transferred
-        restore = lambda live: hooks.restore_escalated(ctx.store_url, live, ctx.cycle_id)  # noqa: E731
-        snap = run_async(snapshot_from_database(ctx.server_url, ctx.store_url, name=name, prepare=restore))
+        # customers about to be mined start as they were when their conversation was transferred:
+        # then the snapshot is made from those records, else it is a straight copy of the live store
+        restored = run_async(hooks.restored_store(ctx.store_url, ctx.cycle_id))
+        if restored is None:
+            snap = run_async(snapshot_from_database(ctx.server_url, ctx.store_url, name=name))
+        else:
+            snap = run_async(create_snapshot(ctx.server_url, restored, name))
         data = snap.initial
         tmp = data_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
@@ -138,7 +142,7 @@ def tasks(ctx: StepContext) -> dict[str, Any]:
     ctx.reporter.advance(1)
     sets["gate"] = hooks.gate_suite(recipe, data, sets)
     ctx.reporter.advance(1)
-    sets["mined"] = hooks.mined_tasks(ctx.store_url, data, ctx.cycle_id)
+    sets["mined"] = hooks.mined_tasks(ctx.store_url, data, recipe.store, ctx.cycle_id)
     ctx.reporter.advance(1)
     for name, items in sets.items():
         save_tasks(folder / f"{name}.json", items, {"cycle": ctx.cycle_id, "set": name, "snapshot": recipe.store})
@@ -182,7 +186,11 @@ def train(ctx: StepContext) -> dict[str, Any]:
             method = "grpo"
             model_dir = _grpo_from_champion(ctx, st, champion, out)
     final = Path(ctx.settings.var_dir).resolve() / "models" / ctx.cycle_id
-    _publish(model_dir, final, {"recipe": recipe.name, "training_run": f"cycle:{ctx.cycle_id}",
+    # the recipe as the registry reads it: `muarl gate run --candidate ID` finds the suite and floor
+    gate = {"suite": str(ctx.folder / "tasks" / "gate.json"), "floor": recipe.gate_floor}
+    _publish(model_dir, final, {"recipe": {"name": recipe.name, "overrides": list(ctx.cycle.get("overrides") or []),
+                                           "gate": gate},
+                                "training_run": f"cycle:{ctx.cycle_id}",
                                 "store_snapshot": snap.name, "parent_version": champion.id if champion else None,
                                 "cycle": ctx.cycle_id})
     return {"method": method, "model_dir": str(final), "from": champion.id if champion else None}
@@ -235,7 +243,6 @@ def gate(ctx: StepContext) -> dict[str, Any]:
                                               recipe=ctx.cycle["recipe"], parent=champion_id))
         ctx.db.update(ctx.cycle_id, candidate=candidate)
         ctx.db.event(ctx.cycle_id, "registered", version=candidate)
-    ctx.reporter.stage(f"gate: {candidate} against {champion_id or 'the floor'}", None)
     report = models.run_gate(ctx, candidate, champion_id)
     ctx.db.update(ctx.cycle_id, gate_passed=bool(report["passed"]), gate_report=report)
     return {"candidate": candidate, "baseline": champion_id, "passed": bool(report["passed"])}
@@ -248,7 +255,7 @@ def promote(ctx: StepContext) -> dict[str, Any]:
     candidate = ctx.outputs["gate"]["candidate"]
     passed = ctx.outputs["gate"]["passed"]
     if passed and ctx.settings.cycle_auto_promote:
-        run_async(models.promote(ctx.store_url, candidate, f"cycle {ctx.cycle_id}: gates passed"))
+        run_async(models.promote(ctx.store_url, candidate, f"cycle {ctx.cycle_id}: gates passed", ctx.settings))
         ctx.db.update(ctx.cycle_id, promoted=True)
         return {"promoted": True, "candidate": candidate}
     why = "auto-promotion is off" if passed else "its gates failed"

@@ -11,7 +11,7 @@ escalation per customer is mined per call (the oldest), since two would need two
 states of the same records; the others wait for the next cycle.
 
 The cycle calls two functions: its snapshot step makes the template from
-`await restore_escalated_records(store_url, data)` instead of the live records `data`, and its task-set
+`await restored_store(store_url, cycle_id)` when that is not None, and its task-set
 step calls `mined_tasks(store_url, data, cycle_id=...)`, which returns the tasks whose customer's
 records the snapshot holds as they were at the transfer (none when the snapshot was not restored)
 and marks their escalations `mined` by that cycle (a rerun of the step gets the same tasks).
@@ -36,7 +36,7 @@ from rl.tasks.tools_meta import WRITE_TOOLS
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["MinedSet", "mine_escalations", "mark_mined", "mined_tasks", "restore_escalated_records",
+__all__ = ["MinedSet", "mine_escalations", "mark_mined", "mined_tasks", "restored_store",
            "instruction_from_messages"]
 
 
@@ -125,11 +125,30 @@ async def _mine(store_url: str, data: dict[str, dict[str, Any]], snapshot: str, 
         await engine.dispose()
 
 
-async def restore_escalated_records(store_url: str, data: dict[str, dict[str, Any]],
-                                    cycle_id: str | None = None) -> dict[str, dict[str, Any]]:
-    """`data` (the live records a cycle snapshots) with the records of every customer about to be
-    mined put back as they were at the transfer: the state the mined tasks start from."""
-    return (await _mine(store_url, data, "live", cycle_id)).store
+async def restored_store(store_url: str, cycle_id: str | None = None) -> dict[str, dict[str, Any]] | None:
+    """The live store's records (read in one read-only transaction) with the records of every
+    customer about to be mined put back as they were at the transfer: the state the mined tasks
+    start from. None when there is nothing to mine (a snapshot then copies the live store as is)."""
+    from backend.db.engine import make_engine
+    from backend.store.tau_data import export_store
+
+    engine = make_engine(store_url, null_pool=True)
+    try:
+        async with engine.connect() as conn:
+            pending = (await conn.execute(text(
+                "SELECT 1 FROM escalations WHERE state = 'resolved' OR (state = 'mined' AND mined_by = :c) LIMIT 1"),
+                {"c": cycle_id})).first()
+            if pending is None:
+                return None
+            conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+            async with conn.begin() as tx:
+                await conn.execute(text("SET TRANSACTION READ ONLY"))
+                live = await export_store(conn)
+                mined = await mine_escalations(conn, live, snapshot="live", cycle_id=cycle_id)
+                await tx.rollback()
+    finally:
+        await engine.dispose()
+    return mined.store if mined.escalation_ids else None
 
 
 def mined_tasks(store_url: str, data: dict[str, dict[str, Any]], *, snapshot: str = "live",

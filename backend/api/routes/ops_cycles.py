@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from backend import cycles
-from backend.api.deps import EngineDep, OpsAccess, SettingsDep
+from backend.api.deps import EngineDep, RequireOps, SettingsDep
 from backend.api.problems import Problem
 
 router = APIRouter(prefix="/v1/ops", tags=["ops"])
@@ -53,7 +53,7 @@ def _client(request: Request, settings: Any) -> Any:
 
 
 @router.get("/cycles")
-async def list_cycles(_: OpsAccess, engine: EngineDep,
+async def list_cycles(_: RequireOps, engine: EngineDep,
                       limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
     """The active cycle and the most recent cycles with their step, progress and results."""
     rows = [cycles.cycle_json(c) for c in await cycles.list_cycles(engine, limit)]
@@ -63,7 +63,7 @@ async def list_cycles(_: OpsAccess, engine: EngineDep,
 
 @router.post("/cycles", status_code=202, responses={409: {"description": "a cycle is already active"},
                                                     503: {"description": "the broker is unreachable"}})
-async def start_cycle(_: OpsAccess, engine: EngineDep, settings: SettingsDep, request: Request,
+async def start_cycle(_: RequireOps, engine: EngineDep, settings: SettingsDep, request: Request,
                       body: StartCycle | None = None) -> dict[str, Any]:
     """Start a cycle now."""
     body = body or StartCycle()

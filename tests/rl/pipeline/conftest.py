@@ -101,6 +101,38 @@ def workers(live_db: str, var_dir: Path, broker: str) -> Iterator[list[Worker]]:
         w.stop()
 
 
+@pytest.fixture
+def model_server(var_dir: Path) -> Iterator[str]:
+    """A real `muarl model-server` (the local engine promotions load the champion on); its URL."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    with (var_dir / "model_server.log").open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "model-server", "--port", str(port),
+                                 "--threads", "1"], cwd=PROJECT_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}/v1"
+
+    def up() -> bool:
+        assert proc.poll() is None, (var_dir / "model_server.log").read_text()[-2000:]
+        try:
+            return httpx.get(f"{url}/models", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_for(up, 120, "the model server")
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
 def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.5):  # noqa: ANN001
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -26,7 +26,7 @@ CALL_ARGS = {"order_id": "#W1003"}
 RESULT = '{"status": "delivered"}'
 ANSWER = "It was delivered."
 RECIPE = TinyQwen3Recipe(hidden_size=128, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                         head_dim=64, intermediate_size=256, max_position_embeddings=2048)
+                         head_dim=64, intermediate_size=256, max_position_embeddings=8192)
 
 
 def conversation(call_id: str = "call_0") -> list[dict[str, Any]]:
@@ -39,14 +39,26 @@ def conversation(call_id: str = "call_0") -> list[dict[str, Any]]:
             {"role": "assistant", "content": ANSWER}]
 
 
-def build_checkpoints(root: Path, steps: int = 30) -> tuple[Path, Path]:
-    """(base model folder, adapter folder) under `root`."""
+def chat_service_prompt() -> str:
+    """The chat service's system prompt and tool list as the model reads them (tokenizer corpus: the
+    service's prompts stay a couple of thousand tokens long instead of over 8k)."""
+    import backend.tools.retail  # noqa: F401 - registers the retail tools
+    from backend.agent.policy import system_prompt
+    from backend.tools.registry import RETAIL
+
+    return render_conversation([{"role": "system", "content": system_prompt()}, ASK], RETAIL.openai_schemas())
+
+
+def build_checkpoints(root: Path, steps: int = 30, view: dict[str, Any] | None = None) -> tuple[Path, Path]:
+    """(base model folder, adapter folder) under `root`; `view`: the manifest's view (rl/chat/views.py)."""
     torch.manual_seed(0)
     record = {"messages": conversation(), "tools": TOOLS}
-    tok = train_bpe([render_conversation(record["messages"], TOOLS)] * 4, vocab_size=400)
+    tok = train_bpe([render_conversation(record["messages"], TOOLS), chat_service_prompt()] * 4, vocab_size=1500)
     model = build_tiny_model(tok, RECIPE)
     sft_train(model, tok, [record], SFTConfig(epochs=steps, batch_size=1, lr=6e-3, micro_batch_tokens=4096))
     model.eval()
-    base = save_model_folder(model, tok, root / "base", {"recipe": RECIPE.model_dump(), "kind": "tiny"})
+    model.generation_config.max_new_tokens = 64  # engines' default reply budget (vLLM reads it)
+    manifest = {"recipe": RECIPE.model_dump(), "kind": "tiny", **({"view": view} if view else {})}
+    base = save_model_folder(model, tok, root / "base", manifest)
     adapter = random_adapter(model, root / "adapter", rank=8, seed=2, strength=4.0, base_path=str(base))
     return base, adapter
