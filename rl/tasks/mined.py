@@ -138,8 +138,9 @@ async def restored_store(store_url: str, cycle_id: str | None = None) -> dict[st
             pending = (await conn.execute(text(
                 "SELECT 1 FROM escalations WHERE state = 'resolved' OR (state = 'mined' AND mined_by = :c) LIMIT 1"),
                 {"c": cycle_id})).first()
-            if pending is None:
-                return None
+        if pending is None:
+            return None
+        async with engine.connect() as conn:
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")
             async with conn.begin() as tx:
                 await conn.execute(text("SET TRANSACTION READ ONLY"))
@@ -163,7 +164,7 @@ def mined_tasks(store_url: str, data: dict[str, dict[str, Any]], *, snapshot: st
             if _same_records(data, mined.before[i])]
     if len(keep) < len(mined.tasks):
         log.warning("mined.snapshot_not_restored", skipped=len(mined.tasks) - len(keep),
-                    hint="make the snapshot from restore_escalated_records(...)")
+                    hint="make the snapshot from restored_store(...)")
     if cycle_id is not None and keep:
         asyncio.run(_mark(store_url, [i for _, i in keep], cycle_id))
     return [t for t, _ in keep]

@@ -2,7 +2,7 @@
 instruction, the staff write ops made on that customer is the gold action (another customer's
 is not), and the gold replays on a snapshot of the mined store (the customer's records put back
 as they were at the transfer) although the live store already has the write; open, unidentified
-and write-less escalations give no task; the cycle's calls (`restore_escalated_records` for its
+and write-less escalations give no task; the cycle's calls (`restored_store` for its
 snapshot, `mined_tasks` for its task set) agree, mark the escalation mined by that cycle, and
 give nothing on a snapshot that was not restored."""
 
@@ -22,7 +22,7 @@ from backend.tools.registry import RETAIL
 from rl.env.gold import GoldSpec, replay_gold
 from rl.env.sandbox import temporary_sandbox
 from rl.env.snapshot import create_snapshot, drop_snapshot
-from rl.tasks.mined import mark_mined, mine_escalations, mined_tasks, restore_escalated_records
+from rl.tasks.mined import mark_mined, mine_escalations, mined_tasks, restored_store
 from tests.backend.api.serving import customer_with
 
 
@@ -95,8 +95,9 @@ async def test_resolved_escalations_become_replayable_tasks(tau_db: str, tau_ret
 
     # the cycle's calls: a snapshot that was not restored gets no mined task (its gold would not apply)
     assert await asyncio.to_thread(mined_tasks, tau_db, live, cycle_id="c1") == []
-    restored = await restore_escalated_records(tau_db, live, "c1")
-    assert restored["orders"][order_id]["status"] == "pending"
+    restored = await restored_store(tau_db, "c1")
+    assert restored is not None and restored["orders"][order_id]["status"] == "pending"
+    assert restored["orders"][other_order]["status"] == "cancelled"  # its escalation is still open
     [again] = await asyncio.to_thread(mined_tasks, tau_db, restored, cycle_id="c1")
     assert again.id == task.id
     # marked mined by that cycle; its rerun still gets the task, another cycle does not
