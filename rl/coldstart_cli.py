@@ -38,7 +38,6 @@ def generate(
     out: Annotated[Path, typer.Option("--out", help="filtered JSONL to write (raw episodes go to OUT.raw.jsonl)")],
     agent: Annotated[str, typer.Option("--agent", help="teacher, oracle or openai:MODEL")] = "teacher",
     user: Annotated[str, typer.Option("--user", help="scripted or llm:MODEL")] = "scripted",
-    system_prompt: Annotated[str | None, typer.Option("--system-prompt", help="default: the cpu-tiny prompt")] = None,
     trials: Annotated[int, typer.Option("--trials", min=1)] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256)] = 16,
     base_url: Annotated[str | None, typer.Option("--base-url", help="agent's OpenAI-compatible endpoint")] = None,
@@ -51,7 +50,6 @@ def generate(
     from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
     from rl.coldstart.teacher import TeacherPolicy
     from rl.experiment.environment import ExperimentEnv
-    from rl.experiment.recipe import TINY_SYSTEM_PROMPT
     from rl.policies.base import make_policy
     from rl.simulator.base import make_user
     from rl.tasks.schema import TaskFileError, load_tasks
@@ -71,15 +69,16 @@ def generate(
     with ExperimentEnv(database_url, resolve_store(ref, data_dir), ref, min(concurrency, 32)) as env:
         with console.status(f"playing {len(tasks) * trials} episodes"):
             records = env.run(collect_real_tool_trajectories(
-                tasks, pol, sim, env.pool, env.cache, system_prompt=system_prompt or TINY_SYSTEM_PROMPT,
-                trials=trials, concurrency=concurrency, source=f"real_tools:{agent}+{user}"))
+                tasks, pol, sim, env.pool, env.cache, trials=trials, concurrency=concurrency,
+                source=f"real_tools:{agent}+{user}"))
     if judge_model:
+        from backend.agent.policy import STORE_POLICY
         from rl.coldstart.synthetic import judge_records
 
         judge = _model(judge_model, judge_base_url)
         with console.status("judging"):
             asyncio.run(judge_records(judge, [r for r in records if r["meta"].get("reward") == 1.0],
-                                      system_prompt or TINY_SYSTEM_PROMPT))
+                                      STORE_POLICY))
     kept, why = filter_records(records, write_tool_names())
     write_jsonl(records, out.with_name(out.stem + ".raw.jsonl"))
     write_jsonl(kept, out)
@@ -90,14 +89,11 @@ def generate(
 
 def _model(name: str, base_url: str | None):
     from backend.agent.llm import OpenAICompatibleModel
-    from backend.config import get_settings
 
-    settings = get_settings()
-    url = base_url or settings.llm_base_url
-    if not url:
+    model = OpenAICompatibleModel.from_settings(model=name, base_url=base_url)
+    if model is None:
         raise _fail(f"no endpoint for {name}: pass a base URL or set MUARL_LLM_BASE_URL")
-    return OpenAICompatibleModel(base_url=url, model=name, api_key=settings.llm_api_key,
-                                 timeout_s=settings.llm_timeout_s, max_retries=settings.llm_max_retries)
+    return model
 
 
 @coldstart_app.command("synthesize")

@@ -165,7 +165,7 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
     model, tok, manifest = load_model_folder(model_dir)
     ref = refs.pop()
     with ExperimentEnv(database_url, resolve_store(ref, data_dir), ref, r.pool_size) as env, _bar("grpo") as bar:
-        rollout = EpisodeRollout(tok, env.loop, env.pool, env.cache, sim, system_prompt=r.system_prompt,
+        rollout = EpisodeRollout(tok, env.loop, env.pool, env.cache, sim,
                                  max_new_tokens=r.max_new_tokens, max_context=r.max_context,
                                  view=ChatView.from_manifest(manifest.get("view")),
                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)

@@ -76,10 +76,9 @@ class ChatService:
         self.engine = engine
         self.settings = settings
         self.resolver = resolver
+        self.model: ChatModel | None = None  # set: this in-process model answers every turn instead
         self.registry = registry
-        self.config = AgentConfig(max_steps=settings.agent_max_steps,
-                                  tool_calls_per_step=settings.agent_tool_calls_per_step)
-        self._agents: dict[str, tuple[ChatModel, AgentLoop]] = {}  # by version id
+        self.agent = AgentLoop(registry, AgentConfig.from_settings(settings))
         self.holder = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
@@ -87,19 +86,14 @@ class ChatService:
 
     async def serving_target(self) -> ServingTarget:
         """The version answering a new turn (503 when none can)."""
+        if self.model is not None:
+            return ServingTarget(None, self.model)
         target = await self.resolver.resolve()
         if target is None:
             extra = await no_model_details()
             suffix = extra.pop("detail_suffix", "")
             raise Problem(503, f"{NO_MODEL} {suffix}".strip(), title="No model configured", **extra)
         return target
-
-    def agent_for(self, target: ServingTarget) -> AgentLoop:
-        cached = self._agents.get(target.version_id)
-        if cached is None or cached[0] is not target.model:
-            cached = self._agents[target.version_id] = (target.model,
-                                                        AgentLoop(target.model, self.registry, self.config))
-        return cached[1]
 
     def check_message(self, content: str) -> None:
         limit = self.settings.api_max_message_chars
@@ -174,11 +168,14 @@ class ChatService:
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run the agent on the turn's message, persisting each step; yields the steps."""
         reply: Reply | None = None
-        agent = self.agent_for(turn.target)
+        run_tool = self._tool_runner(turn)
         try:
-            async for event in agent.run_turn(turn.history, self._tool_runner(turn), turn.stats):
+            # the turn's one version answers every model call of the turn
+            async for event in self.agent.run_turn(turn.target.model, turn.history, run_tool, turn.stats):
                 if event.model:  # what the customer sees is the version's served name
                     event.model = turn.target.served_name
+                if isinstance(event, ToolStep) and not event.ran:  # answered without running: stored here
+                    await run_tool(event, unread=event.result)
                 if isinstance(event, AssistantStep):
                     # stored with its first tool call's result, in that call's transaction
                     turn.pending_assistant = event
@@ -220,13 +217,16 @@ class ChatService:
         overhead = max(0.0, time.perf_counter() - turn.started - turn.stats.model_seconds)
         TURN_OVERHEAD.observe(overhead)
         CHAT_TURNS.labels(reply.reason).inc()
-        CHAT_TURNS_BY_VERSION.labels(turn.target.version_id, reply.reason).inc()
+        CHAT_TURNS_BY_VERSION.labels(turn.target.version_id or "unregistered", reply.reason).inc()
 
     def _tool_runner(self, turn: Turn):
-        async def run_tool(call: ToolCallRequest) -> ToolResult:
+        async def run_tool(call: ToolCallRequest | ToolStep, unread: ToolResult | None = None) -> ToolResult:
+            """Run `call` and store it with its result, in one transaction with the store change it
+            made; with `unread` (a call the model side could not read) only store that answer."""
             seq, name, arguments = turn.next_seq, call.name, call.arguments
+            call_id = call.call_id if isinstance(call, ToolStep) else call.id
             async with self.engine.begin() as conn:
-                tool = self.registry.get(name)
+                tool = self.registry.get(name) if unread is None else None
                 if tool is not None and not tool.read_only:  # a store change waits for its WAL flush
                     await conn.execute(SYNC_COMMIT)
                 denied: list[DeniedCall] = []
@@ -235,11 +235,11 @@ class ChatService:
                     denied.append(refused)
 
                 ctx = ToolContext(conn, principal=Principal.customer(turn.customer_user_id), on_denied=[on_denied])
-                result = await self.registry.call(ctx, name, arguments)
+                result = unread if unread is not None else await self.registry.call(ctx, name, arguments)
                 bound = ctx.principal.user_id
                 newly_bound = bound if bound is not None and bound != turn.customer_user_id else None
                 await store.record_tool_step(conn, store.ToolStepRecord(
-                    conversation_id=turn.conversation_id, seq=seq, call_id=call.id, name=name, arguments=arguments,
+                    conversation_id=turn.conversation_id, seq=seq, call_id=call_id, name=name, arguments=arguments,
                     output=result.output, outcome=result.outcome, elapsed_ms=result.elapsed_ms,
                     model=turn.target.served_name, model_version=turn.target.version_id,
                     assistant_seq=turn.assistant_seq,

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from backend.agent.llm import OpenAICompatibleModel
+from backend.agent.llm import ChatModel, OpenAICompatibleModel
 from backend.config import Settings
 from backend.serving.engines import chat_model
 from backend.serving.registry import NOTIFY_CHANNEL, ModelRegistry, Version
@@ -66,18 +66,19 @@ async def no_model_details() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ServingTarget:
-    """The version answering a turn and its chat client."""
+    """The version answering a turn and its chat client (`version` None: a model given in process,
+    not from the registry)."""
 
-    version: Version
-    model: OpenAICompatibleModel
+    version: Version | None
+    model: ChatModel
 
     @property
-    def version_id(self) -> str:
-        return self.version.id
+    def version_id(self) -> str | None:
+        return self.version.id if self.version is not None else None
 
     @property
     def served_name(self) -> str:
-        return self.version.served_name
+        return self.version.served_name if self.version is not None else self.model.name
 
 
 class ChampionResolver:
@@ -207,7 +208,7 @@ class ChampionResolver:
             version = self._external
         if version is None:
             return None
-        if self._target is not None and self._target.version.id == version.id:
+        if self._target is not None and self._target.version_id == version.id:
             return self._target
         client = self._clients.get(version.id)
         if client is None:

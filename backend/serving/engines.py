@@ -9,8 +9,9 @@ care which engine it is.
 Before a promotion switches the alias, `ensure_served` makes sure the engine answers for the
 version: an adapter is loaded under its versioned served name with vLLM's
 `POST /v1/load_lora_adapter {"lora_name", "lora_path"}` (the local model server has the same
-endpoint; "already loaded" counts as loaded), a full model must already be listed by
-`GET /v1/models` (an engine serves a full model under the name it was launched with).
+endpoint; "already loaded" counts as loaded). A full model must be listed by `GET /v1/models`:
+vLLM serves a full model under the name it was launched with, while the local model server also
+loads a full model folder at run time through the same load endpoint, so there it is loaded.
 No torch and nothing of `rl/` here: the backend only reads the registry and talks HTTP.
 """
 
@@ -103,8 +104,12 @@ async def ensure_served(version: Version, settings: Settings) -> None:
         await load_adapter(version, settings)
         return
     base_url = engine_base_url(version, settings)
-    if version.served_name not in await served_models(base_url, settings):
-        hint = (f"launch it with `muarl serving vllm-command --version {version.id}`" if version.engine == "vllm"
-                else f"start `muarl model-server` with {version.artifact_uri}")
-        raise EngineError(f"the {version.engine} engine at {base_url} does not serve {version.served_name!r} "
-                          f"({version.id}); {hint}")
+    if version.served_name in await served_models(base_url, settings):
+        return
+    missing = f"the {version.engine} engine at {base_url} does not serve {version.served_name!r} ({version.id})"
+    if version.engine == "vllm":
+        raise EngineError(f"{missing}; launch it with `muarl serving vllm-command --version {version.id}`")
+    try:
+        await load_adapter(version, settings)  # the local model server loads full folders too
+    except EngineError as e:
+        raise EngineError(f"{missing} and could not load it: {e}") from None

@@ -193,33 +193,38 @@ class ModelRegistry:
         if new.kind == "adapter" and not new.base_version_id:
             raise RegistryError("an adapter needs its base version (--base ID)")
         async with self.engine.begin() as conn:
-            for ref, what in ((new.base_version_id, "base"), (new.parent_version_id, "parent")):
-                if ref is not None and await self._exists(conn, ref) is None:
-                    raise VersionNotFound(f"there is no version {ref!r} (given as {what})")
-            if new.base_version_id is not None:
-                base_kind = await self._exists(conn, new.base_version_id)
-                if base_kind != "full":
-                    raise RegistryError(f"the base {new.base_version_id} is an adapter; an adapter's base is "
-                                        "a full model")
-            seq = (await conn.execute(text("SELECT nextval('model_version_seq')"))).scalar_one()
-            vid = f"v{seq}"
-            served = new.served_name or _SERVED_NAME.sub("-", f"{new.name}-{vid}").strip("-")[:256]
-            await conn.execute(text(
-                "INSERT INTO model_versions (id, seq, name, artifact_uri, artifact_sha256, files, kind, "
-                "base_version_id, parent_version_id, recipe, training_run, store_snapshot, training_metrics, "
-                "view, engine, served_name) VALUES (:id, :seq, :name, :uri, :sha, CAST(:files AS jsonb), :kind, "
-                ":base, :parent, CAST(:recipe AS jsonb), :run, :snap, CAST(:metrics AS jsonb), "
-                "CAST(:view AS jsonb), :engine, :served)"),
-                {"id": vid, "seq": seq, "name": new.name, "uri": new.artifact_uri, "sha": new.artifact_sha256,
-                 "files": json.dumps(new.files), "kind": new.kind, "base": new.base_version_id,
-                 "parent": new.parent_version_id, "recipe": _j(new.recipe), "run": new.training_run,
-                 "snap": new.store_snapshot, "metrics": _j(new.training_metrics), "view": _j(new.view),
-                 "engine": new.engine, "served": served})
-            await self._append(conn, "register", vid, actor, reason, None, vid, None,
-                               {"artifact_sha256": new.artifact_sha256, "engine": new.engine, "served_name": served})
+            vid = await self._insert(conn, new, actor, reason)
         found = await self.get(vid)
         assert found is not None
         return found
+
+    async def _insert(self, conn: AsyncConnection, new: NewVersion, actor: str, reason: str) -> str:
+        """Insert a version and its `register` event in the caller's transaction; its id."""
+        for ref, what in ((new.base_version_id, "base"), (new.parent_version_id, "parent")):
+            if ref is not None and await self._exists(conn, ref) is None:
+                raise VersionNotFound(f"there is no version {ref!r} (given as {what})")
+        if new.base_version_id is not None:
+            base_kind = await self._exists(conn, new.base_version_id)
+            if base_kind != "full":
+                raise RegistryError(f"the base {new.base_version_id} is an adapter; an adapter's base is "
+                                    "a full model")
+        seq = (await conn.execute(text("SELECT nextval('model_version_seq')"))).scalar_one()
+        vid = f"v{seq}"
+        served = new.served_name or _SERVED_NAME.sub("-", f"{new.name}-{vid}").strip("-")[:256]
+        await conn.execute(text(
+            "INSERT INTO model_versions (id, seq, name, artifact_uri, artifact_sha256, files, kind, "
+            "base_version_id, parent_version_id, recipe, training_run, store_snapshot, training_metrics, "
+            "view, engine, served_name) VALUES (:id, :seq, :name, :uri, :sha, CAST(:files AS jsonb), :kind, "
+            ":base, :parent, CAST(:recipe AS jsonb), :run, :snap, CAST(:metrics AS jsonb), "
+            "CAST(:view AS jsonb), :engine, :served)"),
+            {"id": vid, "seq": seq, "name": new.name, "uri": new.artifact_uri, "sha": new.artifact_sha256,
+             "files": json.dumps(new.files), "kind": new.kind, "base": new.base_version_id,
+             "parent": new.parent_version_id, "recipe": _j(new.recipe), "run": new.training_run,
+             "snap": new.store_snapshot, "metrics": _j(new.training_metrics), "view": _j(new.view),
+             "engine": new.engine, "served": served})
+        await self._append(conn, "register", vid, actor, reason, None, vid, None,
+                           {"artifact_sha256": new.artifact_sha256, "engine": new.engine, "served_name": served})
+        return vid
 
     async def register_folder(self, path: str | Path, *, actor: str, name: str | None = None,
                               parent: str | None = None, base: str | None = None, engine: str = "local",
@@ -236,16 +241,19 @@ class ModelRegistry:
             training_metrics=folder.training, view=folder.view), actor=actor, reason=reason)
 
     async def external_version(self, base_url: str, model: str, *, actor: str = "config") -> Version:
-        """The version standing for an explicitly configured endpoint (registered on first use)."""
-        async with self.engine.connect() as conn:
-            row = (await conn.execute(text(
-                f"SELECT {_VERSION_COLS} FROM model_versions WHERE engine = 'external' AND served_name = :m "
-                "AND artifact_uri = :u ORDER BY seq LIMIT 1"), {"m": model, "u": base_url})).first()
-        if row is not None:
-            return _version(row, {}, set())
-        return await self.register(NewVersion(name=model[:128], artifact_uri=base_url, engine="external",
-                                              served_name=model), actor=actor,
-                                   reason="configured endpoint (MUARL_LLM_BASE_URL / MUARL_LLM_MODEL)")
+        """The version standing for an explicitly configured endpoint (registered on first use; an
+        advisory lock keeps processes starting together from registering it twice)."""
+        find = text(f"SELECT {_VERSION_COLS} FROM model_versions WHERE engine = 'external' AND served_name = :m "
+                    "AND artifact_uri = :u ORDER BY seq LIMIT 1")
+        async with self.engine.begin() as conn:
+            await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"{base_url}\n{model}"})
+            row = (await conn.execute(find, {"m": model, "u": base_url})).first()
+            if row is None:
+                await self._insert(conn, NewVersion(name=model[:128], artifact_uri=base_url, engine="external",
+                                                    served_name=model), actor,
+                                   "configured endpoint (MUARL_LLM_BASE_URL / MUARL_LLM_MODEL)")
+                row = (await conn.execute(find, {"m": model, "u": base_url})).one()
+        return _version(row, {}, set())
 
     # -- reading ------------------------------------------------------------------------
 

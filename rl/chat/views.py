@@ -1,8 +1,10 @@
 """What a small local model is shown of a conversation: its tool list, its tool results and, for the
 tiny recipe, references in place of identifiers.
 
-A `ChatView` is part of a training recipe, applied the same way in SFT, GRPO rollouts and
-evaluation, so the model always reads the layout it was trained on. The full view (the default)
+A `ChatView` is part of a training recipe, recorded in the model folder's manifest and applied the
+same way in SFT, GRPO rollouts and evaluation, so the model always reads the layout it was trained on;
+every conversation is given the one store policy (backend/agent/policy.py) and the view may show it
+another system message (the tiny recipe's few rules). The full view (the default)
 passes everything through. The tiny recipe's view lists only the tools its task mix needs, as
 compact schemas (names and parameter types, no descriptions), and shows tool results as compact
 JSON with the fields an agent acts on (an order's id, status, items by id and name, the payment
@@ -136,6 +138,13 @@ class ChatView:
     copied_params: tuple[str, ...] = ()
     # with constrain_calls and refs: free text names only references the conversation has shown
     shown_refs_in_text: bool = False
+    # the system message this model reads in place of the store policy every agent is given (the
+    # tiny recipe's few rules; None: the store policy itself)
+    system_prompt: str | None = None
+
+    def system(self, content: str) -> str:
+        """The system message as this model reads it."""
+        return content if self.system_prompt is None else self.system_prompt
 
     def tool_list(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.tools is not None:
@@ -193,11 +202,13 @@ class ChatView:
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A recorded conversation as this view shows it (tool results shortened, references)."""
         refs = self.conversation(_conversation_key(messages) if self.shuffle_refs else "")
-        if not self.compact_results and refs is None and not self.spaced_values:
+        if not self.compact_results and refs is None and not self.spaced_values and self.system_prompt is None:
             return messages
         out = []
         for m in messages:
             m = dict(m)
+            if m.get("role") == "system":
+                m["content"] = self.system(str(m.get("content") or ""))
             if m.get("role") == "tool":
                 m["content"] = self.result(str(m.get("content") or ""))
             if refs is not None and m.get("role") != "system":
@@ -215,7 +226,8 @@ class ChatView:
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
                 "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
-                "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text}
+                "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
+                "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -229,7 +241,8 @@ class ChatView:
                    constrain_calls=bool(view.get("constrain_calls")),
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),
-                   shown_refs_in_text=bool(view.get("shown_refs_in_text")))
+                   shown_refs_in_text=bool(view.get("shown_refs_in_text")),
+                   system_prompt=view.get("system_prompt"))
 
 
 def _conversation_key(messages: list[dict[str, Any]]) -> str:

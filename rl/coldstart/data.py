@@ -96,7 +96,7 @@ def write_jsonl(records: list[dict[str, Any]], path: str | Path) -> Path:
 
 
 async def collect_real_tool_trajectories(tasks: list[Any], policy: Any, user: Any, pool: Any, cache: Any, *,
-                                         system_prompt: str, trials: int = 1, concurrency: int = 16,
+                                         trials: int = 1, concurrency: int = 16,
                                          source: str = "real_tools") -> list[dict[str, Any]]:
     """Pipeline (a): play every task `trials` times on sandboxes; one record per episode."""
     from backend.tools.registry import RETAIL
@@ -109,8 +109,7 @@ async def collect_real_tool_trajectories(tasks: list[Any], policy: Any, user: An
 
     async def one(task: Any, k: int) -> dict[str, Any]:
         async with sem, pool.sandbox() as sandbox:
-            traj = await run_episode(task, policy, user, sandbox, cache=cache, trial=k, seed=k,
-                                     system_prompt=system_prompt)
+            traj = await run_episode(task, policy, user, sandbox, cache=cache, trial=k, seed=k)
         return record_from_trajectory(traj, tools, source)
 
     return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(trials))))

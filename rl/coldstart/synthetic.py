@@ -7,6 +7,7 @@ open). Three roles talk through OpenAI-compatible endpoints (`backend.agent.llm`
 the tools), the customer (an LLM playing the scenario, ending with `###STOP###`) and the tool
 simulator (given the store, the calls so far with their results, and the new call; it answers what
 the tool returns, `Error: ...` for an invalid call, and keeps writes consistent with earlier results).
+The agent runs through the production agent step (`backend.agent.loop.agent_turn`).
 Records have the same JSONL format as pipeline (a): `{"messages", "tools", "meta"}`; there is no
 real reward, so `meta.reward` comes from the LLM judge (1 when it says the goal was met within the
 policy). `judge_records` can also add the judge's verdict to pipeline (a) records.
@@ -16,10 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import aclosing
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from backend.agent.llm import ToolCallRequest
+from backend.agent.loop import AgentConfig, Reply, ToolStep, agent_turn
+from backend.tools.registry import ToolResult
 from rl.simulator.base import STOP_TOKENS
 
 TOOL_SIM_PROMPT = (
@@ -62,9 +67,10 @@ class DomainSpec(BaseModel):
 
 def _transcript(messages: list[dict[str, Any]]) -> str:
     lines = []
+    names = {c.get("id"): c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
     for m in messages[1:]:
         if m["role"] == "tool":
-            lines.append(f"TOOL {m.get('name')}: {m.get('content')}")
+            lines.append(f"TOOL {m.get('name') or names.get(m.get('tool_call_id'))}: {m.get('content')}")
         elif m["role"] == "assistant":
             calls = "; ".join(f"{c['function']['name']}({c['function']['arguments']})"
                               for c in m.get("tool_calls") or [])
@@ -83,31 +89,35 @@ class SimulatedToolConversations:
         self.max_turns = max_turns
 
     async def play(self, spec: DomainSpec, scenario: Scenario) -> dict[str, Any]:
+        """One conversation; the agent runs through the production agent step (calls kept per step,
+        malformed calls), with the simulated tools behind it. Raises `LLMUnavailable` when a model fails."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": spec.policy},
                                           {"role": "user", "content": scenario.opening}]
         calls_log: list[str] = []
-        turns, ended_by, n = 1, "max_turns", 0
+        turns, ended_by = 1, "max_turns"
         terminal = spec.tool_names("terminal")
+        tools = spec.schemas()
+
+        async def run_tool(call: ToolCallRequest) -> ToolResult:
+            out = await self._tool(spec, call.name, call.arguments, calls_log)
+            calls_log.append(f"{call.name}({call.arguments}) -> {out}")
+            return ToolResult(call.name, out, ok=not out.startswith("Error"), terminal=call.name in terminal)
+
+        config = AgentConfig(max_steps=self.max_turns)
         while turns < self.max_turns:
-            reply = await self.agent.complete(messages, spec.schemas())
-            msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
-            if reply.tool_calls:
-                msg["tool_calls"] = [{"id": c.id or f"call_{n}_{i}", "type": "function",
-                                      "function": {"name": c.name, "arguments": c.arguments}}
-                                     for i, c in enumerate(reply.tool_calls)]
-            messages.append(msg)
-            n += 1
-            if reply.tool_calls:
-                for call in msg["tool_calls"]:
-                    out = await self._tool(spec, call["function"]["name"], call["function"]["arguments"], calls_log)
-                    calls_log.append(f"{call['function']['name']}({call['function']['arguments']}) -> {out}")
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "name": call["function"]["name"],
-                                     "content": out})
-                    turns += 1
-                if any(c["function"]["name"] in terminal for c in msg["tool_calls"]):
-                    ended_by = "transfer"
-                    break
-                continue
+            async with aclosing(agent_turn(messages, self.agent, tools, run_tool, config=config)) as events:
+                async for event in events:
+                    if isinstance(event, ToolStep):
+                        turns += 1
+                        if turns >= self.max_turns:
+                            break
+                    elif isinstance(event, Reply):
+                        if event.error is not None:
+                            raise event.error
+                        if event.reason == "transfer":
+                            ended_by = "transfer"
+            if ended_by == "transfer" or turns >= self.max_turns:
+                break
             said = await self._customer(scenario, messages)
             messages.append({"role": "user", "content": said})
             turns += 1

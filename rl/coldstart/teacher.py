@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rl.policies.base import AgentTurn, Message, text_message
+from backend.agent.llm import Completion
+from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
 from rl.tasks.phrasing import order_ref
 from rl.tasks.schema import Task
@@ -39,29 +40,34 @@ class TeacherPolicy:
     name = "teacher"
     model = "teacher"
 
-    def session(self, task: Task, tools: list[dict[str, Any]], seed: int) -> TeacherSession:
-        del tools, seed
+    def session(self, task: Task, seed: int) -> TeacherSession:
+        del seed
         return TeacherSession(task)
 
 
 class TeacherSession:
+    name = "teacher"
+
     def __init__(self, task: Task) -> None:
         self.oracle = OracleSession(task)
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
 
-    async def step(self, messages: list[Message]) -> AgentTurn:
+    async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
+        return Completion.from_message(self._next(messages), self.name)
+
+    def _next(self, messages: list[Message]) -> Message:
         if self.held is not None and messages[-1].get("role") == "user":
             msg = self._ask_next(self.held, messages)
             if msg is None:
                 msg, self.held = self.held, None
-            return AgentTurn(message=msg, model="teacher")
-        msg = (await self.oracle.step(messages)).message
+            return msg
+        msg = self.oracle._next(messages)
         question = self._ask_next(msg, messages)
         if question is not None:
             self.held = msg
-            return AgentTurn(message=question, model="teacher")
-        return AgentTurn(message=msg, model="teacher")
+            return question
+        return msg
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""

@@ -1,12 +1,13 @@
 """The episode runner: one agent, one simulated customer and the real tools on a private sandbox.
 
-`run_episode` plays a task to its end - the customer stops (`###STOP###` / `###TRANSFER###`), a
+`run_episode` plays a task to its end through the production agent step
+(`backend.agent.loop.agent_turn`: the same model call, calls kept per step and malformed-call
+handling as the chat service) - the customer stops (`###STOP###` / `###TRANSFER###`), a
 terminal tool runs (transfer to a human), or the turn limit is hit (30 turns, counting customer
 turns and tool calls as MUA-RL does) - with a timeout on every agent step, customer reply and tool
 call. Tools run as a *customer* principal, exactly as in production (the conversation must
-authenticate before touching records). The `Trajectory` keeps the OpenAI-format messages, each tool
-call with its result and timing (a call the policy could not parse, marked with an `error` text, is
-answered with that text without touching the tools), the models used, the reward with its breakdown,
+authenticate before touching records). The `Trajectory` keeps the OpenAI-format messages as the model
+was shown them, each tool call with its result and timing, the models used, the reward with its breakdown,
 the criteria and TCR. Failures outside the agent (simulator, policy endpoint, sandbox, reward) set
 `excluded` to a cause; such episodes carry no reward and are left out of scores and GRPO group statistics.
 """
@@ -14,8 +15,10 @@ the criteria and TCR. Failures outside the agent (simulator, policy endpoint, sa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,13 +26,16 @@ import structlog
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from backend.agent.policy import STORE_POLICY
+from backend.agent.llm import ChatModel, Completion, LLMUnavailable, ToolCallRequest
+from backend.agent.loop import AgentConfig, AssistantStep, Reply, ToolStep, TurnStats, agent_turn
+from backend.agent.policy import system_prompt
+from backend.config import get_settings
 from backend.tools.context import Principal
-from backend.tools.registry import RETAIL
+from backend.tools.registry import RETAIL, ToolResult
 from rl.env.gold import GoldSpec, GoldStateCache, ensure_tools_registered
 from rl.env.reward import score
 from rl.env.sandbox import Sandbox
-from rl.policies.base import AgentPolicy, PolicyError
+from rl.policies.base import AgentPolicy
 from rl.simulator.base import OUT_OF_SCOPE, TRANSFER, SimulatorError, UserSimulator, ended_by
 from rl.tasks.criteria import evaluate_criteria
 from rl.tasks.schema import Task
@@ -90,6 +96,19 @@ def gold_spec(task: Task) -> GoldSpec:
                     outputs=list(task.outputs))
 
 
+class _Timed:
+    """A policy's model whose every call must answer within `timeout_s` (else `policy_timeout`)."""
+
+    def __init__(self, model: ChatModel, timeout_s: float) -> None:
+        self.model, self.timeout_s, self.name = model, timeout_s, getattr(model, "name", "")
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Completion:
+        try:
+            return await asyncio.wait_for(self.model.complete(messages, tools), self.timeout_s)
+        except TimeoutError:
+            raise LLMUnavailable("timeout", f"no answer within {self.timeout_s:g} s") from None
+
+
 class _Excluded(Exception):
     def __init__(self, cause: str, detail: str) -> None:
         super().__init__(detail)
@@ -114,8 +133,8 @@ def _arguments(raw: Any) -> Any:
 
 async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
                       cache: GoldStateCache, trial: int = 0, seed: int = 0,
-                      limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
-                      upstream_compat: bool = False, keep_changes: bool = False) -> Trajectory:
+                      limits: EpisodeLimits = EpisodeLimits(), upstream_compat: bool = False,
+                      keep_changes: bool = False, agent: AgentConfig | None = None) -> Trajectory:
     """Play `task` once on `sandbox` and score it. Never raises for episode failures.
 
     The episode runs in one transaction that is rolled back after scoring (tools use savepoints
@@ -123,15 +142,15 @@ async def run_episode(task: Task, policy: AgentPolicy, user: UserSimulator, sand
     database. `keep_changes=True` (or a transaction the caller already holds) leaves the writes."""
     if keep_changes or sandbox.conn.in_transaction():
         return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
-                           system_prompt=system_prompt, upstream_compat=upstream_compat)
+                           upstream_compat=upstream_compat, agent=agent)
     async with sandbox.rolled_back():
         return await _play(task, policy, user, sandbox, cache=cache, trial=trial, seed=seed, limits=limits,
-                           system_prompt=system_prompt, upstream_compat=upstream_compat)
+                           upstream_compat=upstream_compat, agent=agent)
 
 
 async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: Sandbox, *,
-                cache: GoldStateCache, trial: int, seed: int, limits: EpisodeLimits, system_prompt: str,
-                upstream_compat: bool) -> Trajectory:
+                cache: GoldStateCache, trial: int, seed: int, limits: EpisodeLimits, upstream_compat: bool,
+                agent: AgentConfig | None) -> Trajectory:
     ensure_tools_registered()
     traj = Trajectory(task_id=task.id, trial=trial, seed=seed, tags=task.tags, policy=policy.name,
                       policy_model=policy.model, user=user.name, user_model=user.model,
@@ -139,10 +158,16 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
     timings = {"agent": 0.0, "user": 0.0, "tools": 0.0, "reward": 0.0}
     start = time.perf_counter()
     ctx = sandbox.tool_context(Principal.customer(), upstream_compat=upstream_compat)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    # the store policy every agent is given; a model that reads another one says so in its view
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt()}]
     traj.messages = messages
+    # the production agent's rules; its per-message step limit is never reached first, since every
+    # step that does not answer makes a tool call, and each call counts against the episode's turns
+    agent = agent or AgentConfig.from_settings(get_settings())
+    agent = dataclasses.replace(agent, max_steps=max(agent.max_steps, limits.max_turns))
+    tools = RETAIL.openai_schemas()
     try:
-        agent = policy.session(task, RETAIL.openai_schemas(), seed)
+        model = _Timed(policy.session(task, seed), limits.agent_timeout_s)
         customer = user.session(task, seed)
 
         async def user_turn() -> bool:
@@ -159,49 +184,38 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
                 traj.ended_by = "user_transfer" if token == TRANSFER else "user_stop"
             return done
 
+        async def run_tool(call: ToolCallRequest) -> ToolResult:
+            t0 = time.perf_counter()
+            result = await _timed(RETAIL.call(ctx, call.name, call.arguments), limits.tool_timeout_s, "tool_timeout")
+            timings["tools"] += (time.perf_counter() - t0) * 1000
+            return result
+
         if await user_turn():
             raise _Excluded("simulator_error", "the simulated customer ended before the agent spoke")
         while traj.turns < limits.max_turns:
-            t0 = time.perf_counter()
-            turn = await _timed(agent.step(messages), limits.agent_timeout_s, "policy_timeout")
-            timings["agent"] += (time.perf_counter() - t0) * 1000
-            if turn.trace is not None:
-                traj.traces.append(turn.trace)
-            msg = dict(turn.message)
-            msg["role"] = "assistant"
-            messages.append(msg)
-            calls = msg.get("tool_calls") or []
-            if not calls:
-                if await user_turn():
-                    break
-                continue
-            for call in calls:
-                if traj.turns >= limits.max_turns:
-                    break
-                fn = call.get("function") or {}
-                name, args = str(fn.get("name", "")), _arguments(fn.get("arguments"))
-                if call.get("error"):  # a call the policy could not parse: the model reads why
-                    traj.turns += 1
-                    traj.tool_calls.append(ToolCallRecord(name=name, arguments=args, output=str(call["error"]),
-                                                          ok=False))
-                    messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "name": name,
-                                     "content": str(call["error"])})
-                    continue
-                t0 = time.perf_counter()
-                result = await _timed(RETAIL.call(ctx, name, args), limits.tool_timeout_s, "tool_timeout")
-                timings["tools"] += (time.perf_counter() - t0) * 1000
-                traj.turns += 1
-                traj.tool_calls.append(ToolCallRecord(name=name, arguments=args, output=result.output, ok=result.ok,
-                                                      denied=result.denied, elapsed_ms=result.elapsed_ms))
-                messages.append({"role": "tool", "tool_call_id": call.get("id", ""), "name": name,
-                                 "content": result.output})
-                if result.terminal and result.ok:
-                    traj.ended_by = "transfer"
-                    break
-            if traj.ended_by == "transfer":
+            stats = TurnStats()
+            async with aclosing(agent_turn(messages, model, tools, run_tool, config=agent, stats=stats)) as events:
+                async for event in events:
+                    if isinstance(event, AssistantStep | Reply) and event.trace is not None:
+                        traj.traces.append(event.trace)
+                    if isinstance(event, ToolStep):
+                        traj.turns += 1
+                        traj.tool_calls.append(ToolCallRecord(
+                            name=event.name, arguments=_arguments(event.arguments), output=event.result.output,
+                            ok=event.result.ok, denied=event.result.denied, elapsed_ms=event.result.elapsed_ms))
+                        if traj.turns >= limits.max_turns:
+                            break
+                    elif isinstance(event, Reply):
+                        if event.reason == "llm_unavailable":
+                            kind = event.error.kind if event.error is not None else "unavailable"
+                            raise _Excluded(f"policy_{kind}", str(event.error))
+                        if event.reason == "transfer":
+                            traj.ended_by = "transfer"
+            timings["agent"] += stats.model_seconds * 1000
+            if traj.ended_by == "transfer" or traj.turns >= limits.max_turns:
                 break
-        else:
-            traj.ended_by = "max_turns"
+            if await user_turn():
+                break
         if traj.ended_by == "running":
             traj.ended_by = "max_turns"
         texts = [str(m.get("content")) for m in messages if m.get("role") == "assistant" and m.get("content")]
@@ -216,8 +230,6 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
     except _Excluded as e:
         traj.excluded, traj.error = e.cause, str(e)
     except SimulatorError as e:
-        traj.excluded, traj.error = e.cause, str(e)
-    except PolicyError as e:
         traj.excluded, traj.error = e.cause, str(e)
     except (DBAPIError, SQLAlchemyError, OSError) as e:
         traj.excluded, traj.error = "sandbox_error", f"{type(e).__name__}: {e}"

@@ -22,7 +22,6 @@ from typing import Any
 
 import structlog
 
-from backend.agent.policy import STORE_POLICY
 from rl.env import GoldStateCache, SandboxPool, Snapshot, create_snapshot, drop_snapshot
 from rl.env.episode import EpisodeLimits, Trajectory, run_episode
 from rl.env.gold_states import precompute_gold_states
@@ -47,7 +46,7 @@ def episode_seed(seed: int, task_id: str, trial: int) -> int:
 
 async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, *, trials: int = 1,
                    concurrency: int = 8, server_url: str | None = None, out_dir: Path | None = None,
-                   seed: int = 0, limits: EpisodeLimits = EpisodeLimits(), system_prompt: str = STORE_POLICY,
+                   seed: int = 0, limits: EpisodeLimits = EpisodeLimits(),
                    data_dir: Path | None = None, snapshots: dict[str, Snapshot] | None = None,
                    on_episode: Callable[[Trajectory], None] | None = None,
                    max_sandboxes: int | None = None) -> EvalResult:
@@ -86,7 +85,7 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
             try:
                 async with sem, pools[task.snapshot].sandbox() as sb:
                     traj = await run_episode(task, policy, user, sb, cache=cache, trial=trial, seed=ep_seed,
-                                             limits=limits, system_prompt=system_prompt)
+                                             limits=limits)
             except Exception as e:  # no sandbox (server full, pool closed): excluded, the run goes on
                 log.warning("episode.no_sandbox", task=task.id, error=str(e))
                 traj = Trajectory(task_id=task.id, trial=trial, seed=ep_seed, tags=task.tags, policy=policy.name,

@@ -90,7 +90,7 @@ class ExperimentRecipe(BaseModel):
     vocab_size: int = 4096
     model: TinyQwen3Recipe = TinyQwen3Recipe(hidden_size=192, num_hidden_layers=4, num_attention_heads=3,
                                              num_key_value_heads=1, head_dim=64, intermediate_size=512)
-    system_prompt: str = TINY_SYSTEM_PROMPT
+    system_prompt: str = TINY_SYSTEM_PROMPT  # what the model reads for the store policy (its view carries it)
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
@@ -139,7 +139,8 @@ class ExperimentRecipe(BaseModel):
                         compact_results=self.compact, refs=self.refs, shuffle_refs=self.shuffle_refs,
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
-                        shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls)
+                        shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
+                        system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

@@ -62,7 +62,7 @@ class Stages:
         self.report.stage("cold-start data (teacher x scripted customer)", None)
         records = self.env.run(collect_real_tool_trajectories(
             tasks, TeacherPolicy(), ScriptedCustomer(), self.env.pool, self.env.cache,
-            system_prompt=self.recipe.system_prompt, concurrency=16, source="real_tools:teacher+scripted"))
+            concurrency=16, source="real_tools:teacher+scripted"))
         kept, why = filter_records(records, write_tool_names())
         write_jsonl(records, folder / "raw.jsonl")
         (folder / "stats.json").write_text(json.dumps({"episodes": len(records), "kept": len(kept),
@@ -149,7 +149,7 @@ class Stages:
 
         def episodes(user: Any, greedy: bool) -> EpisodeRollout:
             return EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, user,
-                                  system_prompt=r.system_prompt, max_new_tokens=r.max_new_tokens,
+                                  max_new_tokens=r.max_new_tokens,
                                   max_context=r.max_context, view=self.view, greedy=greedy,
                                   limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
 
@@ -205,6 +205,6 @@ class Stages:
         result = self.env.run(evaluate(
             tasks, policy, ScriptedCustomer(), trials=1, concurrency=r.eval_concurrency,
             server_url=self.env.server_url, out_dir=folder, limits=EpisodeLimits(max_turns=r.max_turns),
-            system_prompt=r.system_prompt, snapshots={r.store: self.env.snapshot},
+            snapshots={r.store: self.env.snapshot},
             on_episode=lambda _t: self.report.advance(1), max_sandboxes=self.env.max_sandboxes))
         return row_result(result.summary)

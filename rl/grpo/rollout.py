@@ -68,11 +68,11 @@ class EpisodeRollout:
     `env` is an object with `pool` (SandboxPool), `cache` (GoldStateCache) created on `loop`."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: Any, cache: Any,
-                 user: Any, *, system_prompt: str, max_new_tokens: int = 128, max_context: int = 4096,
+                 user: Any, *, max_new_tokens: int = 128, max_context: int = 4096,
                  tools_transform: Callable | None = None, greedy: bool = False, limits: Any = None,
                  concurrency: int = 64, view: Any = None) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
-        self.system_prompt, self.max_new_tokens, self.max_context = system_prompt, max_new_tokens, max_context
+        self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
         self.last_generation: dict[str, float] = {}
@@ -118,7 +118,7 @@ class EpisodeRollout:
             async with sem:
                 async with self.pool.sandbox() as sandbox:
                     traj = await run_episode(task, policy, self.user, sandbox, cache=self.cache, trial=k,
-                                             seed=seed + k, limits=limits, system_prompt=self.system_prompt)
+                                             seed=seed + k, limits=limits)
                 return task, k, traj
 
         return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(trials))))

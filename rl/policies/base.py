@@ -1,98 +1,68 @@
-"""The agent-policy interface episodes run against, and the registry that builds one from a spec.
+"""The agent-policy interface episodes run against, and the one registry that builds a policy from a spec.
 
-An `AgentPolicy` opens an `AgentSession` per episode; `await session.step(messages)` returns the
-next assistant message in OpenAI format (text for the customer, or tool calls) as an `AgentTurn`
-with the model name, latency and an optional `trace` (token ids / log-probs for training, opaque
-here). A failure of the policy's *infrastructure* (endpoint down, timeout) raises `PolicyError`
-and the episode is excluded from scores; a bad answer (malformed tool call, wrong action) is the
-agent's own failure and is scored.
+An `AgentPolicy` opens a model per episode: `policy.session(task, seed)` returns a
+`backend.agent.llm.ChatModel` (`await model.complete(messages, tools)` gives the next assistant
+message as a `Completion`, with an optional `trace` of training data), and the episode runs it
+through the same agent step as the chat service (`backend.agent.loop.agent_turn`). A failure of the
+policy's *infrastructure* (endpoint down, timeout) raises `LLMUnavailable` and the episode is
+excluded from scores with cause `policy_<kind>`; a bad answer (malformed tool call, wrong action) is
+the agent's own failure and is scored.
 
-Specs: `oracle`, `hasty`, `openai:MODEL`, and `local:PATH` - the slot for in-process checkpoints,
-filled by whoever calls `register_policy("local", factory)` (the learning side does, on import of
-`rl.policies.local` when that module exists).
+Every spec `PREFIX[:ARG]` is built the same way: `factory(ARG, **options)`, the factory registered
+for PREFIX. The built-in ones (`oracle`, `hasty`, `openai:MODEL`, `local:PATH`) are imported when
+first asked for, so `oracle` never needs torch; `register_policy` adds others.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from backend.agent.llm import ChatModel
 from rl.tasks.schema import Task
 
 Message = dict[str, Any]
-
-
-@dataclass
-class AgentTurn:
-    message: Message  # {"role": "assistant", "content": ..., "tool_calls": [...]}
-    model: str
-    latency_ms: float = 0.0
-    usage: dict[str, Any] = field(default_factory=dict)
-    trace: Any = None  # policy-specific training data (not written to episode files)
-
-
-class PolicyError(RuntimeError):
-    """The policy could not answer for reasons outside the agent (infrastructure)."""
-
-    def __init__(self, message: str, cause: str = "policy_infra") -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-class AgentSession(Protocol):
-    async def step(self, messages: list[Message]) -> AgentTurn: ...
 
 
 class AgentPolicy(Protocol):
     name: str  # the spec it was built from
     model: str
 
-    def session(self, task: Task, tools: list[dict[str, Any]], seed: int) -> AgentSession: ...
+    def session(self, task: Task, seed: int) -> ChatModel: ...
 
 
-PolicyFactory = Callable[[str], AgentPolicy]  # argument: what follows "prefix:" in the spec
+PolicyFactory = Callable[..., AgentPolicy]  # factory(ARG, **options): ARG is what follows "prefix:"
 _FACTORIES: dict[str, PolicyFactory] = {}
-_LAZY_MODULES = {"local": "rl.policies.local"}
+_BUILT_IN = {"oracle": "rl.policies.oracle:oracle_policy", "hasty": "rl.policies.oracle:hasty_policy",
+             "openai": "rl.policies.openai_policy:openai_policy", "local": "rl.policies.local:local_policy"}
+_SPECS = {"oracle": "oracle", "hasty": "hasty", "openai": "openai:MODEL", "local": "local:PATH"}
 
 
 def register_policy(prefix: str, factory: PolicyFactory) -> None:
-    """Make `prefix[:ARG]` specs build policies with `factory(ARG)`."""
+    """Make `prefix[:ARG]` specs build policies with `factory(ARG, **options)`."""
     _FACTORIES[prefix] = factory
 
 
 def make_policy(spec: str, **options: Any) -> AgentPolicy:
-    """Build a policy from `oracle`, `hasty`, `openai:MODEL` or a registered `prefix:ARG`."""
+    """Build a policy from `oracle`, `hasty`, `openai:MODEL`, `local:PATH` or a registered `prefix:ARG`."""
     prefix, _, arg = spec.partition(":")
-    if prefix == "oracle":
-        from rl.policies.oracle import OraclePolicy
-
-        return OraclePolicy()
-    if prefix == "hasty":
-        from rl.policies.oracle import OraclePolicy
-
-        return OraclePolicy(hasty=True)
-    if prefix == "openai":
-        if not arg:
-            raise ValueError("openai policy needs a model: --policy openai:MODEL")
-        from rl.policies.openai_policy import OpenAIPolicy
-
-        return OpenAIPolicy(arg, **options)
-    if prefix not in _FACTORIES and prefix in _LAZY_MODULES:
+    factory = _FACTORIES.get(prefix)
+    if factory is None and prefix in _BUILT_IN:
+        module, _, attr = _BUILT_IN[prefix].partition(":")
         try:
-            importlib.import_module(_LAZY_MODULES[prefix])
+            factory = getattr(importlib.import_module(module), attr)
         except ModuleNotFoundError as e:
             raise ValueError(f"policy {prefix!r} is not available ({e})") from None
-    if prefix in _FACTORIES:
-        return _FACTORIES[prefix](arg)
-    known = ["oracle", "hasty", "openai:MODEL", *(f"{p}:..." for p in sorted(set(_FACTORIES) | set(_LAZY_MODULES)))]
-    raise ValueError(f"unknown policy {spec!r}; known: {', '.join(known)}")
+        _FACTORIES[prefix] = factory
+    if factory is None:
+        known = [_SPECS.get(p, f"{p}:...") for p in sorted(set(_FACTORIES) | set(_BUILT_IN))]
+        raise ValueError(f"unknown policy {spec!r}; known: {', '.join(known)}")
+    return factory(arg, **options)
 
 
 def tool_call_message(call_id: str, name: str, arguments: dict[str, Any], content: str | None = None) -> Message:
-    import json
-
     return {"role": "assistant", "content": content,
             "tool_calls": [{"id": call_id, "type": "function",
                             "function": {"name": name, "arguments": json.dumps(arguments)}}]}

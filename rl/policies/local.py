@@ -8,8 +8,8 @@ Sampling at temperature 1.0 for rollouts, greedy for evaluation. For each episod
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
-the parse error under the call's `error` key, which the episode runner returns to the model as the
-tool result (the registry is not called). A `view` (rl/chat/views.py) sets how tool results look to
+the parse error under the call's `error` key, which the agent step (backend/agent/loop.py) returns to
+the model as the tool result (no tool runs). A `view` (rl/chat/views.py) sets how tool results look to
 the model and, when it uses references, keeps each episode's `RefTable`: customer messages and tool
 results are shown with references, and what the model writes is expanded before it is parsed.
 The KV cache of every episode's conversation so far is kept between its turns (the trace only grows
@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
 from rl.chat.views import FULL_VIEW, ChatView, RefTable, rewrite_call
@@ -212,7 +213,7 @@ class LocalPolicy:
         i = ep.seen
         if i == 0:
             if messages and messages[0]["role"] == "system":
-                b.add_system(messages[0].get("content") or "", tools)
+                b.add_system(self.view.system(messages[0].get("content") or ""), tools)
                 i = 1
             elif tools:
                 b.add_system("", tools)
@@ -315,21 +316,21 @@ class LocalPolicy:
 
 
 class LocalSession:
-    """One episode of a `LocalAgentPolicy` (the episode runner's `AgentSession`)."""
+    """One episode of a `LocalAgentPolicy`: a `ChatModel` that shows the conversation through the
+    model's view (its tool list, results and references) and hands back its trace."""
 
-    def __init__(self, policy: LocalAgentPolicy, episode_id: str, tools: list[dict[str, Any]],
-                 call_tools: list[dict[str, Any]] | None = None) -> None:
-        self.policy, self.episode_id, self.tools, self.call_tools = policy, episode_id, tools, call_tools
+    def __init__(self, policy: LocalAgentPolicy, episode_id: str) -> None:
+        self.policy, self.episode_id, self.name = policy, episode_id, policy.model
+        self._tools: tuple[int, list[dict[str, Any]]] | None = None  # (id of the full list, the list as shown)
 
-    async def step(self, messages: list[dict[str, Any]]):
-        from rl.policies.base import AgentTurn
-
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Completion:
         start = time.perf_counter()
-        msg = await self.policy.engine.act(self.episode_id, messages, self.tools, self.call_tools)
+        if self._tools is None or self._tools[0] != id(tools):
+            self._tools = (id(tools), (self.policy.tools_transform or self.policy.engine.view.tool_list)(tools))
+        msg = await self.policy.engine.act(self.episode_id, messages, self._tools[1], tools)
         msg.pop("raw", None)
         trace = self.policy.engine._episodes[self.episode_id].builder.trace
-        return AgentTurn(message=msg, model=self.policy.model, latency_ms=(time.perf_counter() - start) * 1000,
-                         trace=trace)
+        return Completion.from_message(msg, self.policy.model, latency_s=time.perf_counter() - start, trace=trace)
 
 
 class LocalAgentPolicy:
@@ -345,10 +346,10 @@ class LocalAgentPolicy:
         self.traces: dict[tuple[str, int], Trace] = {}
         self._n = 0
 
-    def session(self, task: Any, tools: list[dict[str, Any]], seed: int) -> LocalSession:
+    def session(self, task: Any, seed: int) -> LocalSession:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
-        s = LocalSession(self, eid, (self.tools_transform or self.engine.view.tool_list)(tools), call_tools=tools)
+        s = LocalSession(self, eid)
         self.engine._episodes[eid] = self.engine.new_episode(f"{getattr(task, 'id', task)}#{seed}")
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
@@ -364,12 +365,9 @@ def load_local_policy(path: str, *, greedy: bool = True, **options: Any) -> Loca
     return LocalAgentPolicy(LocalPolicy(model.eval(), tok, greedy=greedy, **options), model_name=path)
 
 
-def _register() -> None:
-    try:
-        from rl.policies.base import register_policy
-    except ImportError:  # the episode side is not installed
-        return
-    register_policy("local", lambda arg: load_local_policy(arg))
-
-
-_register()
+def local_policy(path: str, *, base_url: str | None = None, **options: Any) -> LocalAgentPolicy:
+    """`local:PATH` (an endpoint does not apply to an in-process model)."""
+    del base_url
+    if not path:
+        raise ValueError("local policy needs a model folder: --policy local:PATH")
+    return load_local_policy(path, **options)

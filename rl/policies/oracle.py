@@ -15,8 +15,9 @@ import json
 import re
 from typing import Any
 
+from backend.agent.llm import Completion
 from rl.policies import wording as W
-from rl.policies.base import AgentTurn, Message, text_message, tool_call_message
+from rl.policies.base import Message, text_message, tool_call_message
 from rl.tasks.schema import Action, Goal, Task
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -31,9 +32,20 @@ class OraclePolicy:
         self.name = "hasty" if hasty else "oracle"
         self.model = self.name
 
-    def session(self, task: Task, tools: list[dict[str, Any]], seed: int) -> OracleSession:
-        del tools, seed
+    def session(self, task: Task, seed: int) -> OracleSession:
+        del seed
         return OracleSession(task, hasty=self.hasty)
+
+
+def oracle_policy(arg: str = "", **options: Any) -> OraclePolicy:
+    """`oracle` (options such as an endpoint do not apply to it)."""
+    del arg, options
+    return OraclePolicy()
+
+
+def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
+    del arg, options
+    return OraclePolicy(hasty=True)
 
 
 class OracleSession:
@@ -53,8 +65,9 @@ class OracleSession:
     def goal(self) -> Goal | None:
         return self.goals[self.k] if self.k < len(self.goals) else None
 
-    async def step(self, messages: list[Message]) -> AgentTurn:
-        return AgentTurn(message=self._next(messages), model=self.name)
+    async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
+        del tools
+        return Completion.from_message(self._next(messages), self.name)
 
     # ------------------------------------------------------------------ decisions
 

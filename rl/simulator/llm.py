@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from rl.llm import ChatEndpoint, EndpointUnavailable
+from backend.agent.llm import LLMUnavailable, OpenAICompatibleModel
 from rl.simulator.base import STOP, STOP_TOKENS, TRANSFER, Message, SimulatorError
 from rl.tasks.criteria import same_action
 from rl.tasks.schema import Task
@@ -44,8 +44,11 @@ class LLMCustomer:
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
                  timeout_s: float | None = None, max_retries: int | None = None, temperature: float = 0.0) -> None:
-        self.endpoint = ChatEndpoint(model, base_url=base_url, api_key=api_key, timeout_s=timeout_s,
-                                     max_retries=max_retries)
+        endpoint = OpenAICompatibleModel.from_settings(model=model, base_url=base_url, api_key=api_key,
+                                                       timeout_s=timeout_s, max_retries=max_retries)
+        if endpoint is None:
+            raise ValueError(f"no endpoint for model {model!r}: pass a base URL or set MUARL_LLM_BASE_URL")
+        self.endpoint = endpoint
         self.name = f"llm:{model}"
         self.model = model
         self.prompt_version = PROMPT_VERSION
@@ -110,11 +113,10 @@ class LLMSession:
 
     async def _ask(self, msgs: list[Message]) -> str:
         try:
-            resp = await self.sim.endpoint.chat(msgs, temperature=self.sim.temperature, seed=self.seed)
-        except EndpointUnavailable as e:
+            completion = await self.sim.endpoint.complete(msgs, temperature=self.sim.temperature, seed=self.seed)
+        except LLMUnavailable as e:
             raise SimulatorError(str(e), "simulator_timeout" if e.kind == "timeout" else "simulator_error") from None
-        text = (resp.choices[0].message.content or "").strip()
-        return text
+        return completion.content.strip()
 
     async def respond(self, conversation: list[Message]) -> tuple[str, bool]:
         msgs = self.view(conversation)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from backend.agent.llm import LLMUnavailable, OpenAICompatibleModel
+from backend.agent.llm import LLMUnavailable, OpenAICompatibleModel, parse_hermes
 from tests.fakes.openai_server import FakeOpenAIServer, Script, Step, delay, error, text, tool_call
 
 MESSAGES = [{"role": "system", "content": "be nice"}, {"role": "user", "content": "hi"}]
@@ -85,3 +85,18 @@ def test_from_settings_needs_a_url_and_a_model() -> None:
     assert OpenAICompatibleModel.from_settings(Settings(MUARL_LLM_BASE_URL="http://x/v1", MUARL_LLM_MODEL=None)) is None
     model = OpenAICompatibleModel.from_settings(Settings(MUARL_LLM_BASE_URL="http://x/v1", MUARL_LLM_MODEL="qwen"))
     assert model is not None and model.name == "qwen"
+
+
+def test_hermes_tool_calls_in_text_are_parsed_and_malformed_ones_stay_text():
+    rest, calls = parse_hermes('<tool_call>\n{"name": "think", "arguments": {"thought": "a"}}\n</tool_call>')
+    assert rest == "" and calls[0].name == "think" and calls[0].arguments == '{"thought": "a"}'
+    rest, calls = parse_hermes("<tool_call>{not json}</tool_call>")
+    assert calls == [] and rest == "<tool_call>{not json}</tool_call>"
+
+
+async def test_a_server_without_a_tool_call_parser_still_gives_tool_calls() -> None:
+    block = '<tool_call>\n{"name": "think", "arguments": {"thought": "a"}}\n</tool_call>'
+    with FakeOpenAIServer(Script([text(block)])) as server:
+        completion = await model_for(server).complete(MESSAGES, TOOLS)
+    assert completion.content == "" and [(c.name, c.arguments) for c in completion.tool_calls] == [
+        ("think", '{"thought": "a"}')]

@@ -7,8 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 import backend.tools.retail  # noqa: F401  (registers the tools)
-from backend.agent.llm import OpenAICompatibleModel, ToolCallRequest
-from backend.agent.loop import STEP_LIMIT, TRY_AGAIN, AgentConfig, AgentLoop, AssistantStep, Reply, ToolStep
+from backend.agent.llm import Completion, OpenAICompatibleModel, ToolCallRequest
+from backend.agent.loop import (
+    STEP_LIMIT,
+    TRY_AGAIN,
+    AgentConfig,
+    AgentLoop,
+    AssistantStep,
+    Reply,
+    ToolStep,
+    agent_turn,
+)
 from backend.agent.policy import STORE_POLICY
 from backend.tools.context import Principal, ToolContext
 from backend.tools.registry import RETAIL, ToolResult
@@ -23,8 +32,8 @@ async def run(server: FakeOpenAIServer, conn, config: AgentConfig | None = None,
     async def run_tool(call: ToolCallRequest) -> ToolResult:
         return await RETAIL.call(ctx, call.name, call.arguments)
 
-    loop = AgentLoop(model, RETAIL, config)
-    events = [e async for e in loop.run_turn([{"role": "user", "content": content}], run_tool)]
+    loop = AgentLoop(RETAIL, config)
+    events = [e async for e in loop.run_turn(model, [{"role": "user", "content": content}], run_tool)]
     await model.close()
     return events, ctx
 
@@ -77,3 +86,47 @@ async def test_model_written_call_ids_are_kept_short(tau_conn) -> None:
     call_id = events[0].message["tool_calls"][0]["id"]
     assert len(call_id) <= 64 and events[1].call_id == call_id
     assert server.requests[1]["messages"][-1]["tool_call_id"] == call_id
+
+
+class InProcess:
+    """A model that is not an HTTP endpoint (as an in-process policy is): scripted completions."""
+
+    def __init__(self, name: str, *completions: Completion) -> None:
+        self.name, self.completions, self.seen = name, list(completions), []
+
+    async def complete(self, messages, tools):
+        self.seen.append([dict(m) for m in messages])
+        return self.completions.pop(0)
+
+
+async def test_an_unreadable_call_is_answered_with_its_error_and_runs_nothing(tau_conn) -> None:
+    ran: list[str] = []
+
+    async def run_tool(call: ToolCallRequest) -> ToolResult:
+        ran.append(call.name)
+        return await RETAIL.call(ToolContext(tau_conn, principal=Principal.customer()), call.name, call.arguments)
+
+    model = InProcess("local", Completion("", [ToolCallRequest("c1", "malformed_tool_call", "{}",
+                                                               error="Error: malformed tool call: not valid JSON")]),
+                      Completion("Sorry, what is your email?"))
+    messages = [{"role": "system", "content": "p"}, {"role": "user", "content": "hi"}]
+    events = [e async for e in agent_turn(messages, model, RETAIL.openai_schemas(), run_tool)]
+    assert ran == [] and [type(e) for e in events] == [AssistantStep, ToolStep, Reply]
+    assert not events[1].ran and events[1].result.output == "Error: malformed tool call: not valid JSON"
+    assert model.seen[1][-1] == {"role": "tool", "tool_call_id": "c1", "content": events[1].result.output}
+    assert messages[-1] == {"role": "assistant", "content": "Sorry, what is your email?"}  # extended in place
+
+
+async def test_the_model_is_chosen_per_turn(tau_conn) -> None:
+    loop = AgentLoop(RETAIL)
+    first, second = InProcess("v1", Completion("one", model="v1")), InProcess("v2", Completion("two", model="v2"))
+
+    async def run_tool(call: ToolCallRequest) -> ToolResult:
+        raise AssertionError("no tool is called")
+
+    history = [{"role": "user", "content": "hi"}]
+    [a] = [e async for e in loop.run_turn(first, history, run_tool)]
+    history += [{"role": "assistant", "content": a.content}, {"role": "user", "content": "again"}]
+    [b] = [e async for e in loop.run_turn(second, history, run_tool)]
+    assert (a.content, a.model, b.content, b.model) == ("one", "v1", "two", "v2")
+    assert second.seen[0][0] == {"role": "system", "content": STORE_POLICY} and second.seen[0][1:] == history

@@ -20,7 +20,9 @@ def _metric(metrics_text: str, prefix: str) -> float:
 
 async def test_server_errors_are_retried_then_answered_politely(client: httpx.AsyncClient, script: Script,
                                                                  fake_llm: FakeOpenAIServer) -> None:
-    before = _metric((await client.get("/metrics")).text, 'muarl_llm_errors_total{kind="server_error"')
+    metrics = (await client.get("/metrics")).text
+    before = _metric(metrics, 'muarl_llm_errors_total{kind="server_error"')
+    retries_before = _metric(metrics, "muarl_llm_retries_total{")
     script.extend([error(500), error(503), error(500), text("Back online, how can I help?")])
     chat = await start_chat(client)
     reply = await chat.send("hello")
@@ -36,8 +38,10 @@ async def test_server_errors_are_retried_then_answered_politely(client: httpx.As
     transcript = (await chat.transcript())["messages"]
     assert [(m["role"], m["notice"]) for m in transcript] == [
         ("user", False), ("assistant", True), ("user", False), ("assistant", False)]
-    after = _metric((await client.get("/metrics")).text, 'muarl_llm_errors_total{kind="server_error"')
-    assert after - before == 3
+    metrics = (await client.get("/metrics")).text
+    # one request failed after its retry; one retry in each turn
+    assert _metric(metrics, 'muarl_llm_errors_total{kind="server_error"') - before == 1
+    assert _metric(metrics, "muarl_llm_retries_total{") - retries_before == 2
 
 
 @pytest.mark.parametrize("settings_overrides", [{"MUARL_LLM_TIMEOUT_S": 0.3}])

@@ -178,3 +178,11 @@ async def test_promotion_fails_cleanly_when_the_engine_cannot_serve(served_api: 
             f"/v1/ops/models/{a.id}/promote", json={"reason": "x", "skip_gates": True}, headers=OPS)).json()["detail"]
     assert (await registry.aliases())["champion"] is None
     assert [e.kind for e in await registry.events()] == ["register", "register"]
+    # a full model the local engine does not list yet is loaded there before the switch
+    engine_server.refuse_loads = False
+    async with httpx.AsyncClient(base_url=served_api.url, timeout=30) as client:
+        r = await client.post(f"/v1/ops/models/{a.id}/promote", json={"reason": "x", "skip_gates": True},
+                              headers=OPS)
+        assert r.status_code == 200, r.text
+    assert engine_server.loads[-1] == {"lora_name": "not-served", "lora_path": a.artifact_uri}
+    assert "not-served" in engine_server.served

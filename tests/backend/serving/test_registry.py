@@ -132,6 +132,8 @@ async def test_concurrent_promotions_serialize(registry: ModelRegistry, tmp_path
 
 
 async def test_external_version_is_registered_once(registry: ModelRegistry) -> None:
-    a = await registry.external_version("http://llm:8000/v1", "qwen3-8b")
-    b = await registry.external_version("http://llm:8000/v1", "qwen3-8b")
-    assert a.id == b.id and a.engine == "external" and a.served_name == "qwen3-8b"
+    first = await asyncio.gather(*(registry.external_version("http://llm:8000/v1", "qwen3-8b") for _ in range(5)))
+    again = await registry.external_version("http://llm:8000/v1", "qwen3-8b")
+    assert {v.id for v in first} == {again.id} and again.engine == "external" and again.served_name == "qwen3-8b"
+    other = await registry.external_version("http://other:8000/v1", "qwen3-8b")
+    assert other.id != again.id and len(await registry.list_versions()) == 2

@@ -158,3 +158,11 @@ def test_a_record_is_shown_with_the_views_messages_and_tools():
     assert shown == {"messages": view.messages(record["messages"]), "tools": view.tool_list(record["tools"])}
     assert [t["function"]["name"] for t in shown["tools"]] == ["cancel_pending_order"]
     assert '" no longer needed"' in shown["messages"][0]["tool_calls"][0]["function"]["arguments"]
+
+
+def test_a_view_shows_its_model_its_own_system_message():
+    view = ChatView(system_prompt="Be brief.")
+    msgs = [{"role": "system", "content": "the store policy"}, {"role": "user", "content": "hi"}]
+    assert view.messages(msgs) == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    assert FULL_VIEW.messages(msgs) == msgs and FULL_VIEW.system("the store policy") == "the store policy"
+    assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view

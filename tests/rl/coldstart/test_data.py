@@ -24,10 +24,9 @@ async def test_oracle_trajectories_pass_the_filter_and_hasty_ones_do_not(test_db
     try:
         async with SandboxPool(snap, size=4) as pool:
             cache = GoldStateCache()
-            good = await collect_real_tool_trajectories(tasks, OraclePolicy(), ScriptedCustomer(), pool, cache,
-                                                        system_prompt="Be a careful store agent.")
+            good = await collect_real_tool_trajectories(tasks, OraclePolicy(), ScriptedCustomer(), pool, cache)
             hasty = await collect_real_tool_trajectories(tasks, OraclePolicy(hasty=True), ScriptedCustomer(), pool,
-                                                         cache, system_prompt="Be a careful store agent.")
+                                                         cache)
     finally:
         await drop_snapshot(snap)
     writes = write_tool_names()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+from backend.agent.llm import Completion, LLMUnavailable
 from rl.env import GoldStateCache
 from rl.env.episode import EpisodeLimits, run_episode
-from rl.policies.base import AgentTurn, PolicyError, text_message, tool_call_message
+from rl.policies.base import text_message, tool_call_message
 from rl.policies.oracle import OraclePolicy
 from rl.simulator.base import SimulatorError
 from rl.simulator.scripted import ScriptedCustomer
@@ -25,16 +26,16 @@ class Scripted:
         self.messages, self.error, self.sleep_s = list(messages), error, sleep_s
         self.name = self.model = "scripted-policy"
 
-    def session(self, task, tools, seed):
+    def session(self, task, seed):
         return self
 
-    async def step(self, messages):
+    async def complete(self, messages, tools):
         if self.sleep_s:
             await asyncio.sleep(self.sleep_s)
         if self.error:
             raise self.error
         msg = self.messages.pop(0) if len(self.messages) > 1 else self.messages[0]
-        return AgentTurn(message=msg, model=self.model)
+        return Completion.from_message(msg, self.model)
 
 
 class BrokenCustomer(ScriptedCustomer):
@@ -103,8 +104,8 @@ async def test_transfer_ends_the_episode(tau_retail, tau_pool):
 async def test_failures_outside_the_agent_are_classified_and_excluded(tau_retail, tau_pool):
     task = one_task(tau_retail, "cancel")
     cases = [
-        (Scripted(text_message("hi"), error=PolicyError("endpoint down", "policy_unavailable")), ScriptedCustomer(),
-         EpisodeLimits(), "policy_unavailable"),
+        (Scripted(text_message("hi"), error=LLMUnavailable("server_error", "endpoint down")), ScriptedCustomer(),
+         EpisodeLimits(), "policy_server_error"),
         (Scripted(text_message("hi"), sleep_s=0.5), ScriptedCustomer(), EpisodeLimits(agent_timeout_s=0.05),
          "policy_timeout"),
         (Scripted(text_message("hi")), BrokenCustomer(SimulatorError("bad", "simulator_error")), EpisodeLimits(),

@@ -8,6 +8,7 @@ import pytest
 
 from backend.agent.policy import STORE_POLICY
 from rl.chat.format import compact_tools, parse_reply
+from rl.chat.views import ChatView
 from rl.env import SandboxPool, create_snapshot, drop_snapshot
 from rl.env.episode import EpisodeLimits
 from rl.env.gold import GoldStateCache
@@ -15,6 +16,8 @@ from rl.grpo.rollout import BackgroundLoop, EpisodeRollout
 from rl.models.tokenizer import decode
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.generator import generate_tasks
+
+SHORT_PROMPT = ChatView(system_prompt=STORE_POLICY[:200])  # the model reads a short system message
 
 
 @pytest.fixture
@@ -31,7 +34,7 @@ async def test_episode_rollouts_give_token_exact_traces(test_dbs, tau_retail, ti
     pool = env_loop.run(_start(SandboxPool(snap, size=2)))
     try:
         rollout = EpisodeRollout(tiny_tok, env_loop, pool, GoldStateCache(), ScriptedCustomer(),
-                                 system_prompt=STORE_POLICY[:200], max_new_tokens=8, max_context=4096,
+                                 view=SHORT_PROMPT, max_new_tokens=8, max_context=4096,
                                  tools_transform=compact_tools, limits=EpisodeLimits(max_turns=4))
         trajectories, traces = rollout.play(tiny_model, tasks, 2, seed=0)
     finally:
@@ -50,6 +53,8 @@ async def test_episode_rollouts_give_token_exact_traces(test_dbs, tau_retail, ti
         for ids, m in zip(runs, agent_turns, strict=True):
             assert parse_reply(decode(tiny_tok, ids)).content == (m.get("content") or "")
         assert decode(tiny_tok, trace.input_ids).count(traj.messages[1]["content"]) == 1
+        # every episode is given the store policy; this model's view shows it its short prompt
+        assert traj.messages[0]["content"] == STORE_POLICY and STORE_POLICY not in decode(tiny_tok, trace.input_ids)
     assert rollout.last_generation["new_tokens"] > 0
 
 
@@ -77,7 +82,7 @@ async def test_more_episodes_than_sandboxes_are_all_scored(test_dbs, tau_retail,
     pool = env_loop.run(_start(SandboxPool(snap, size=2, max_sandboxes=2)))
     cache = GoldStateCache()
     try:
-        rollout = EpisodeRollout(tiny_tok, env_loop, pool, cache, ScriptedCustomer(), system_prompt=STORE_POLICY[:200],
+        rollout = EpisodeRollout(tiny_tok, env_loop, pool, cache, ScriptedCustomer(), view=SHORT_PROMPT,
                                  max_new_tokens=4, max_context=4096, tools_transform=compact_tools,
                                  limits=EpisodeLimits(max_turns=2, reward_timeout_s=5.0), concurrency=6)
         trajectories, traces = rollout.play(tiny_model, tasks, 2, seed=0)

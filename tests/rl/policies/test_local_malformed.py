@@ -1,9 +1,9 @@
 """A malformed tool call written by a local model reaches the model again as the parse error (the
-episode runner answers it without calling any tool), and the conversation goes on."""
+agent step answers it without calling any tool), and the conversation goes on."""
 
+from backend.agent.llm import Completion
 from rl.env import GoldStateCache, SandboxPool, create_snapshot, drop_snapshot
 from rl.env.episode import EpisodeLimits, run_episode
-from rl.policies.base import AgentTurn
 from rl.policies.local import MALFORMED_TOOL, reply_message
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.generator import generate_tasks
@@ -19,12 +19,14 @@ class _Writes:
     def __init__(self, texts):
         self.texts = texts
 
-    def session(self, task, tools, seed):
+    def session(self, task, seed):
         texts = iter(self.texts)
 
         class S:
-            async def step(self, messages):
-                return AgentTurn(message=reply_message(next(texts, "Goodbye."), "c"), model="fixed-text")
+            name = "fixed-text"
+
+            async def complete(self, messages, tools):
+                return Completion.from_message(reply_message(next(texts, "Goodbye."), "c"), "fixed-text")
         return S()
 
 

@@ -1,14 +1,15 @@
-"""The OpenAI-compatible policy against a fake endpoint: what it sends, tool calls (native and
-hermes text), endpoint failures as excluded causes, and a full episode on a real sandbox."""
+"""The OpenAI-compatible policy against a fake endpoint: what it sends, endpoint failures as excluded
+causes, and a full episode on a real sandbox."""
 
 from __future__ import annotations
 
 import pytest
 
+from backend.agent.llm import LLMUnavailable
 from rl.env import GoldStateCache
 from rl.env.episode import run_episode
-from rl.policies.base import PolicyError, register_policy
-from rl.policies.openai_policy import OpenAIPolicy, parse_hermes
+from rl.policies.base import register_policy
+from rl.policies.openai_policy import OpenAIPolicy
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.generator import generate_tasks
 from tests.fakes.openai_server import FakeOpenAIServer, Script, error, text, tool_call
@@ -27,30 +28,33 @@ def server():
 async def test_sends_messages_and_tools_and_returns_tool_calls(server):
     server.script.extend([tool_call("think", {"thought": "x"}, call_id="call_1"), text("Hello!")])
     policy = OpenAIPolicy("agent-model", base_url=server.url, max_retries=0)
-    session = policy.session(None, TOOLS, seed=5)
-    turn = await session.step([{"role": "system", "content": "p"}, {"role": "user", "content": "hi"}])
-    assert turn.message["tool_calls"][0]["function"] == {"name": "think", "arguments": '{"thought": "x"}'}
+    session = policy.session(None, seed=5)
+    turn = await session.complete([{"role": "system", "content": "p"}, {"role": "user", "content": "hi"}], TOOLS)
+    assert [(c.name, c.arguments) for c in turn.tool_calls] == [("think", '{"thought": "x"}')]
     body = server.requests[-1]
     assert body["model"] == "agent-model" and body["tools"] == TOOLS and body["messages"][1]["content"] == "hi"
-    turn = await session.step([{"role": "user", "content": "hi"}])
-    assert turn.message == {"role": "assistant", "content": "Hello!"} and turn.model == "agent-model"
+    assert body["seed"] == 5 and body["temperature"] == 0.0 and body["max_tokens"] == 1024
+    turn = await session.complete([{"role": "user", "content": "hi"}], TOOLS)
+    assert (turn.content, turn.tool_calls, turn.model) == ("Hello!", [], "agent-model")
 
 
-def test_hermes_tool_calls_in_text_are_parsed_and_malformed_ones_stay_text():
-    rest, calls = parse_hermes('<tool_call>\n{"name": "think", "arguments": {"thought": "a"}}\n</tool_call>')
-    assert rest is None and calls[0]["function"]["name"] == "think"
-    rest, calls = parse_hermes("<tool_call>{not json}</tool_call>")
-    assert calls == [] and rest == "<tool_call>{not json}</tool_call>"
-
-
-async def test_endpoint_failures_become_excluded_causes(server):
+async def test_endpoint_failures_have_the_one_error_taxonomy(server):
     server.script.extend([error(500), error(502), error(400)])
-    with pytest.raises(PolicyError) as e:
-        await OpenAIPolicy("m", base_url=server.url, max_retries=1).session(None, TOOLS, 0).step([])
-    assert e.value.cause == "policy_unavailable" and len(server.requests) == 2
-    with pytest.raises(PolicyError) as e:
-        await OpenAIPolicy("m", base_url=server.url, max_retries=3).session(None, TOOLS, 0).step([])
-    assert e.value.cause == "policy_bad_request"
+    with pytest.raises(LLMUnavailable) as e:
+        await OpenAIPolicy("m", base_url=server.url, max_retries=1).session(None, 0).complete([], TOOLS)
+    assert e.value.kind == "server_error" and len(server.requests) == 2
+    with pytest.raises(LLMUnavailable) as e:
+        await OpenAIPolicy("m", base_url=server.url, max_retries=3).session(None, 0).complete([], TOOLS)
+    assert e.value.kind == "rejected"
+
+
+async def test_an_unavailable_endpoint_excludes_the_episode(server, tau_retail, retail_pool):
+    task = generate_tasks(tau_retail, 1, seed=5, snapshot="tau-retail", categories=["cancel"])[0]
+    server.script.extend([error(503), error(503)])
+    async with retail_pool.sandbox() as sb:
+        traj = await run_episode(task, OpenAIPolicy("m", base_url=server.url, max_retries=1), ScriptedCustomer(), sb,
+                                 cache=GoldStateCache())
+    assert (traj.excluded, traj.reward, traj.ended_by) == ("policy_server_error", None, "error")
 
 
 async def test_full_episode_with_a_model_on_a_real_sandbox(server, tau_retail, retail_pool):
