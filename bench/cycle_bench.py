@@ -187,6 +187,9 @@ def main() -> None:
     from backend.logging import configure_logging
 
     configure_logging()
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chat request otherwise
     data = read_tau_retail(Path(args.data_dir or get_settings().benchmarks_dir))
     run = bench_snapshot if args.part == "snapshot" else bench_cycle
     result = asyncio.run(run(args, data))
