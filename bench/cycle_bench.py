@@ -9,7 +9,8 @@ The schema template's one-time cost is printed apart. Target: well under 2 s.
 train GRPO from the champion) with `--recipe` (default `smoke`; `cpu-tiny` is the product's,
 target <= 60 min on 2 cores) on a live store that 20 customers (`--conversations`) chat with the
 whole time, through `muarl serve` and a zero-latency fake model that looks up their orders
-(read-only turns, so any change to the store's rows is the cycle's). Prints the wall time per
+(read-only turns, so any change to the store's rows is the cycle's; after a promotion the API
+asks the fake model too, under the champion's name). Prints the wall time per
 step and per cycle, the chat turns served and failed, and the store's rows changed by the cycle
 (a checksum of every store table before and after; target 0). The cycle's steps run in this
 process (`rl.pipeline.runner.run_step`, what the Celery tasks call), promotion loads the model on
@@ -119,8 +120,11 @@ async def bench_cycle(args: argparse.Namespace, data: dict[str, Any]) -> dict[st
                "MUARL_LOG_LEVEL": "WARNING"}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.fakes.openai_server", "--port", str(llm_port)],
                                       cwd=PROJECT, env=env))
+        # after a promotion chat asks the champion's engine: for the API that "engine" is the fake
+        # model too, so customers stay read-only and any change to the store is the cycle's
+        serve_env = {**env, "MUARL_MODEL_SERVER_URL": f"http://127.0.0.1:{llm_port}/v1"}
         procs.append(subprocess.Popen([sys.executable, "-m", "backend.cli", "serve", "--port", str(api_port)],
-                                      cwd=PROJECT, env=env))
+                                      cwd=PROJECT, env=serve_env))
         procs.append(subprocess.Popen([sys.executable, "-m", "backend.cli", "model-server", "--port",
                                        str(engine_port), "--threads", "1"], cwd=PROJECT, env=env))
         await wait_ready(f"http://127.0.0.1:{llm_port}/v1/models", procs[0])
@@ -183,6 +187,9 @@ def main() -> None:
     from backend.logging import configure_logging
 
     configure_logging()
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per chat request otherwise
     data = read_tau_retail(Path(args.data_dir or get_settings().benchmarks_dir))
     run = bench_snapshot if args.part == "snapshot" else bench_cycle
     result = asyncio.run(run(args, data))
