@@ -17,9 +17,10 @@ from starlette.concurrency import run_in_threadpool
 
 from backend import cycles
 from backend.api.deps import EngineDep, RequireOps, SettingsDep
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 
-router = APIRouter(prefix="/v1/ops", tags=["ops"])
+router = APIRouter(prefix="/v1/ops", tags=["ops"],
+                   responses=problem_responses(401, 403, 422, 503))  # errors are problem JSON
 _NAME = re.compile(r"^[A-Za-z0-9._+=,-]{1,64}$")
 
 

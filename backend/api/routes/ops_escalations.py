@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend import escalations as q
 from backend.api.deps import EngineDep, RequireOps
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 
-router = APIRouter(prefix="/v1/ops/escalations", tags=["ops: escalations"])
+router = APIRouter(prefix="/v1/ops/escalations", tags=["ops: escalations"],
+                   responses=problem_responses(401, 403, 422, 503))  # errors are problem JSON
 
 State = Literal["open", "resolved", "mined", "dismissed"]
 EscalationId = Annotated[int, Path(ge=1, le=2**62, description="The escalation's id")]

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from backend.api.deps import RegistryDep, RequireOps, SettingsDep
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 from backend.serving import promotion
 from backend.serving.registry import AliasChange, RegistryError
 
-router = APIRouter(prefix="/v1/ops", tags=["ops: models"])
+router = APIRouter(prefix="/v1/ops", tags=["ops: models"],
+                   responses=problem_responses(401, 403, 422, 503))  # errors are problem JSON
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "no ops token"}, 403: {"description": "wrong ops token"},
