@@ -16,13 +16,7 @@ from backend.serving import promotion
 from backend.serving.registry import AliasChange, RegistryError
 
 router = APIRouter(prefix="/v1/ops", tags=["ops: models"],
-                   responses=problem_responses(401, 403, 422, 503))  # errors are problem JSON
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "no ops token"}, 403: {"description": "wrong ops token"},
-    503: {"description": "ops disabled (MUARL_OPS_TOKEN unset) or the engine is unavailable"},
-}
-
+                   responses=problem_responses(401, 403, 422, 500, 503))  # errors are problem JSON
 
 class PromoteRequest(BaseModel):
     reason: str = Field(min_length=1, max_length=2000, description="Why (recorded in the event)")
@@ -42,13 +36,13 @@ def _change(change: AliasChange) -> dict[str, Any]:
             "generation": change.generation, "event": change.event.to_json()}
 
 
-@router.get("/models", responses=_ERRORS)
+@router.get("/models")
 async def list_models(_: RequireOps, registry: RegistryDep) -> list[dict[str, Any]]:
     """Every registered version, oldest first, with its aliases."""
     return [v.to_json() for v in await registry.list_versions()]
 
 
-@router.get("/models/{version_id}", responses={**_ERRORS, 404: {"description": "no such version"}})
+@router.get("/models/{version_id}", responses=problem_responses(404))
 async def read_model(version_id: str, _: RequireOps, registry: RegistryDep) -> dict[str, Any]:
     """One version with its files, gate reports (newest first) and events."""
     version = await registry.get(version_id)
@@ -60,8 +54,7 @@ async def read_model(version_id: str, _: RequireOps, registry: RegistryDep) -> d
 
 
 @router.post("/models/{version_id}/promote",
-             responses={**_ERRORS, 404: {"description": "no such version"},
-                        409: {"description": "gates not passed against the champion, retired, already champion"}})
+             responses=problem_responses(404, 409))
 async def promote_model(version_id: str, body: PromoteRequest, actor: RequireOps, registry: RegistryDep,
                         settings: SettingsDep) -> dict[str, Any]:
     """Make the version the champion (its engine loads it first)."""
@@ -73,7 +66,7 @@ async def promote_model(version_id: str, body: PromoteRequest, actor: RequireOps
     return _change(change)
 
 
-@router.post("/rollback", responses={**_ERRORS, 409: {"description": "no previous version"}})
+@router.post("/rollback", responses=problem_responses(409))
 async def rollback(body: RollbackRequest, actor: RequireOps, registry: RegistryDep,
                    settings: SettingsDep) -> dict[str, Any]:
     """Make `previous` the champion again."""
@@ -84,7 +77,7 @@ async def rollback(body: RollbackRequest, actor: RequireOps, registry: RegistryD
     return _change(change)
 
 
-@router.get("/events", responses=_ERRORS)
+@router.get("/events")
 async def list_events(_: RequireOps, registry: RegistryDep,
                       version: str | None = Query(default=None, description="only events about this version"),
                       limit: int = Query(default=100, ge=1, le=1000)) -> list[dict[str, Any]]:
