@@ -4,11 +4,11 @@ that store's data and dropped at close, and a pool on it started on first use.""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 from types import TracebackType
 
 from backend.store.tau_data import StoreData
+from rl.env.ownership import owner_token
 from rl.env.sandbox import SandboxPool
 from rl.env.snapshot import Snapshot, create_snapshot, drop_snapshot
 
@@ -47,7 +47,8 @@ class StorePools:
                 from rl.tasks.stores import resolve_store
 
                 data = resolve_store(ref, self.data_dir)
-            name = f"{self.name_prefix}{uuid.uuid4().hex[:10]}" if self.name_prefix else None
+            # the owner token lets the orphan sweep (rl/env/ownership.py) drop it if this process dies
+            name = f"{self.name_prefix}{owner_token(self.server_url)}" if self.name_prefix else None
             snap = await create_snapshot(self.server_url, data, name=name)
             self._made.append(snap)
             self._snapshots[ref] = snap

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from backend.store.tau_data import StoreData
 from rl.env import GoldStateCache, SandboxPool, Snapshot
+from rl.env.ownership import sweep_orphan_databases
 from rl.env.pools import StorePools
 from rl.grpo.rollout import BackgroundLoop
 
@@ -17,11 +18,14 @@ T = TypeVar("T")
 
 class ExperimentEnv:
     def __init__(self, server_url: str | None, data: StoreData, ref: str, pool_size: int = 32, *,
-                 max_sandboxes: int | None = None) -> None:
+                 max_sandboxes: int | None = None, snapshot: Snapshot | None = None) -> None:
         """`max_sandboxes` caps the sandboxes (each one server connection) that this environment's
         pools hold at once, e.g. a share of the server's connections when several environments run
-        side by side (rl/experiment/parallel.py); None: as many as the server allows."""
+        side by side (rl/experiment/parallel.py); None: as many as the server allows. With
+        `snapshot` (an existing `Snapshot` of `data`, e.g. an online cycle's) the environment uses it
+        and leaves it in place, instead of making and dropping its own."""
         self.stores = StorePools(server_url, size=pool_size, max_sandboxes=max_sandboxes, data={ref: data},
+                                 snapshots={ref: snapshot} if snapshot is not None else None,
                                  name_prefix="paper_")
         self.server_url, self.ref = self.stores.server_url, ref
         self.max_sandboxes = max_sandboxes
@@ -60,6 +64,8 @@ class ExperimentEnv:
     def __enter__(self) -> ExperimentEnv:
         self._loop = BackgroundLoop()
         try:
+            # databases a killed run left behind (their owner process is gone) are reclaimed first
+            self.run(sweep_orphan_databases(self.server_url))
             self._snapshot = self.run(self.stores.snapshot(self.ref))
         except BaseException:
             self.__exit__(None, None, None)
