@@ -2,7 +2,7 @@
 transcripts record the model version that wrote each assistant message.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 """
 
 from collections.abc import Sequence
@@ -12,7 +12,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0004"
-down_revision: str | None = "0002"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
