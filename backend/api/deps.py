@@ -18,6 +18,7 @@ from backend.api import conversation_store as store
 from backend.api.chat import ChatService
 from backend.api.problems import Problem, shown
 from backend.config import Settings
+from backend.serving.champion import ChampionResolver
 from backend.serving.registry import ModelRegistry
 
 _bearer = HTTPBearer(auto_error=False, description="The conversation token returned when it was started")
@@ -85,6 +86,13 @@ async def _registry(request: Request) -> ModelRegistry:
 
 
 RegistryDep = Annotated[ModelRegistry, Depends(_registry)]
+
+
+async def _resolver(request: Request) -> ChampionResolver:
+    return request.app.state.chat.resolver
+
+
+ResolverDep = Annotated[ChampionResolver, Depends(_resolver)]
 
 
 async def _require_ops_token(

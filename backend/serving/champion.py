@@ -158,6 +158,11 @@ class ChampionResolver:
     def _on_notify(self, *_: Any) -> None:
         self._invalidations += 1
 
+    def invalidate(self) -> None:
+        """Forget the cached champion: this process moved an alias itself. Its NOTIFY arrives only
+        after the ops call could have answered, and a customer's next message must not beat it."""
+        self._invalidations += 1
+
     def _on_terminated(self, *_: Any) -> None:
         self._listening = False
         self._invalidations += 1

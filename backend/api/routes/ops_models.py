@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from backend.api.deps import RegistryDep, RequireOps, SettingsDep
+from backend.api.deps import RegistryDep, RequireOps, ResolverDep, SettingsDep
 from backend.api.problems import Problem, problem_responses
 from backend.serving import promotion
 from backend.serving.registry import AliasChange, RegistryError
@@ -69,24 +69,28 @@ async def read_model(version_id: str, _: RequireOps, registry: RegistryDep) -> d
 
 @router.post("/models/{version_id}/promote", responses=_errors(401, 403, 404, 409, 422, 500, 503))
 async def promote_model(version_id: str, body: PromoteRequest, actor: RequireOps, registry: RegistryDep,
-                        settings: SettingsDep) -> dict[str, Any]:
+                        settings: SettingsDep, resolver: ResolverDep) -> dict[str, Any]:
     """Make the version the champion (its engine loads it first)."""
     try:
         change = await promotion.promote(registry, version_id, reason=body.reason, actor=actor, settings=settings,
                                          skip_gates=body.skip_gates)
     except RegistryError as e:
         raise _problem(e) from None
+    finally:
+        resolver.invalidate()  # before answering: the next message is the new champion's
     return _change(change)
 
 
 @router.post("/rollback", responses=_errors(401, 403, 409, 422, 500, 503))
 async def rollback(body: RollbackRequest, actor: RequireOps, registry: RegistryDep,
-                   settings: SettingsDep) -> dict[str, Any]:
+                   settings: SettingsDep, resolver: ResolverDep) -> dict[str, Any]:
     """Make `previous` the champion again."""
     try:
         change = await promotion.rollback(registry, reason=body.reason, actor=actor, settings=settings)
     except RegistryError as e:
         raise _problem(e) from None
+    finally:
+        resolver.invalidate()
     return _change(change)
 
 

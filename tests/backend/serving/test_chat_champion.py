@@ -186,3 +186,25 @@ async def test_promotion_fails_cleanly_when_the_engine_cannot_serve(served_api: 
         assert r.status_code == 200, r.text
     assert engine_server.loads[-1] == {"lora_name": "not-served", "lora_path": a.artifact_uri}
     assert "not-served" in engine_server.served
+
+
+async def test_the_message_after_an_ops_promotion_never_beats_the_notification(
+        served_api: ApiServer, registry: ModelRegistry, tmp_path: Path) -> None:
+    """The API process that moved the alias forgets its cached champion before it answers: with the
+    alias change's NOTIFY arriving late (here: never), the next message still gets the new version."""
+    resolver = served_api.app.state.resolver
+    resolver._on_notify = lambda *_: None  # a notification that has not arrived yet
+    a, b = await two_versions(registry, tmp_path)
+    async with httpx.AsyncClient(base_url=served_api.url, timeout=30) as client:
+        chat = await start_chat(client)
+        r = await client.post(f"/v1/ops/models/{a.id}/promote", json={"reason": "first", "skip_gates": True},
+                              headers=OPS)
+        assert r.status_code == 200, r.text
+        assert (await chat.send("hello"))["model_version"] == a.id
+        r = await client.post(f"/v1/ops/models/{b.id}/promote", json={"reason": "b", "skip_gates": True},
+                              headers=OPS)
+        assert r.status_code == 200, r.text
+        assert (await chat.send("hello again"))["model_version"] == b.id
+        r = await client.post("/v1/ops/rollback", json={"reason": "back"}, headers=OPS)
+        assert r.status_code == 200, r.text
+        assert (await chat.send("and again"))["model_version"] == a.id
