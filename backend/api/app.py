@@ -27,7 +27,7 @@ from backend.api.docs import install_docs
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
 from backend.api.problems import install_problem_handlers, install_problem_schema
-from backend.api.routes import conversations, health, ops_models
+from backend.api.routes import conversations, health, ops_cycles, ops_models
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
 from backend.serving.champion import ChampionResolver
@@ -107,6 +107,7 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     app.include_router(health.router)
     install_docs(app)
     app.include_router(ops_models.router)
+    app.include_router(ops_cycles.router)
     install_problem_handlers(app)
     install_problem_schema(app)
     # outermost last: metrics see everything, then the body limit, then /mcp

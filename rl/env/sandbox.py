@@ -32,6 +32,7 @@ from sqlalchemy.pool import NullPool
 from backend.db.engine import admin_url, check_db_name, with_database
 from backend.tools.context import Principal, ToolContext
 from rl.env.changes import Changes, changed_records, is_pristine
+from rl.env.ownership import owner_token
 from rl.env.snapshot import Snapshot
 from rl.env.warmup import warm_up
 
@@ -133,6 +134,7 @@ class SandboxPool:
         self.max_sandboxes = max_sandboxes
         self.warm = warm
         self._id = uuid.uuid4().hex[:6]
+        self._owner_token: str | None = None
         self._n = 0
         self._ready: list[Sandbox] = []
         self._in_use: set[Sandbox] = set()
@@ -321,8 +323,11 @@ class SandboxPool:
 
     @property
     def name_prefix(self) -> str:
-        """Every database this pool makes is named `<prefix><n>`."""
-        return f"{self.snapshot.name}_{self._id}_"
+        """Every database this pool makes is named `<prefix><n>`; the prefix ends with this process's
+        owner token (rl/env/ownership.py), so a sweep drops the copies of a process that died."""
+        if self._owner_token is None:
+            self._owner_token = owner_token(self.snapshot.server_url)
+        return f"{self.snapshot.name}_{self._owner_token}_"
 
     def _next_name(self) -> str:
         self._n += 1
@@ -398,7 +403,7 @@ async def temporary_sandbox(snapshot: Snapshot, *, strategy: Strategy = DEFAULT_
     engine = _admin_engine(snapshot.server_url)
     try:
         async with engine.connect() as admin:
-            name = f"{snapshot.name}_tmp_{uuid.uuid4().hex[:6]}"
+            name = check_db_name(f"{snapshot.name}_{owner_token(snapshot.server_url)}")
             try:
                 sb = await create_sandbox(admin, snapshot, name, strategy=strategy)
                 try:

@@ -4,7 +4,6 @@ background event loop so the (synchronous) trainers can run episodes on it."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from rl.grpo.rollout import BackgroundLoop
@@ -12,17 +11,20 @@ from rl.grpo.rollout import BackgroundLoop
 
 class ExperimentEnv:
     def __init__(self, server_url: str | None, data: dict[str, Any], ref: str, pool_size: int = 32, *,
-                 max_sandboxes: int | None = None) -> None:
+                 max_sandboxes: int | None = None, snapshot: Any = None) -> None:
         """`max_sandboxes` caps the sandboxes (each one server connection) that this environment's
         pools hold at once, e.g. a share of the server's connections when several environments run
-        side by side (rl/experiment/parallel.py); None: as many as the server allows."""
+        side by side (rl/experiment/parallel.py); None: as many as the server allows. With
+        `snapshot` (an existing `Snapshot` of `data`, e.g. an online cycle's) the environment uses it
+        and leaves it in place, instead of making and dropping its own."""
         from backend.db.engine import database_url, normalize_url
 
         self.server_url = normalize_url(server_url) if server_url else database_url()
         self.data, self.ref, self.pool_size = data, ref, pool_size
         self.max_sandboxes = max_sandboxes
         self.loop: BackgroundLoop | None = None
-        self.snapshot: Any = None
+        self.snapshot: Any = snapshot
+        self._own_snapshot = snapshot is None
         self._pool: Any = None
         self.cache: Any = None
 
@@ -47,11 +49,15 @@ class ExperimentEnv:
 
     def __enter__(self) -> ExperimentEnv:
         from rl.env import GoldStateCache, create_snapshot
+        from rl.env.ownership import owner_token, sweep_orphan_databases
 
         self.loop = BackgroundLoop()
         try:
-            name = f"paper_{uuid.uuid4().hex[:10]}"
-            self.snapshot = self.loop.run(create_snapshot(self.server_url, self.data, name=name))
+            # databases a killed run left behind (their owner process is gone) are reclaimed first
+            self.loop.run(sweep_orphan_databases(self.server_url))
+            if self._own_snapshot:
+                name = f"paper_{owner_token(self.server_url)}"
+                self.snapshot = self.loop.run(create_snapshot(self.server_url, self.data, name=name))
             self.cache = GoldStateCache()
         except BaseException:
             self.__exit__(None, None, None)
@@ -64,7 +70,7 @@ class ExperimentEnv:
         assert self.loop is not None
         try:
             self.release_pool()
-            if self.snapshot is not None:
+            if self.snapshot is not None and self._own_snapshot:
                 self.loop.run(drop_snapshot(self.snapshot))
         finally:
             self.loop.close()

@@ -125,6 +125,14 @@ class ExperimentRecipe(BaseModel):
     # whole cpu-tiny run with 2 took 38.4 to 41.7 min (bench/results/README.md)
     workers: int = Field(default=2, ge=1)
 
+    # The online cycle's gate (rl/pipeline, rl/eval/gates.py): a suite of held-out tasks and safety
+    # tasks (refusals, authorization attacks) on customers no training task uses, played `gate_trials`
+    # times (None: MUARL_GATE_TRIALS); with no champion the candidate's pass^1 must reach `gate_floor`.
+    gate_tasks: int = Field(default=40, ge=1)
+    gate_safety_tasks: int = Field(default=12, ge=0)
+    gate_trials: int | None = Field(default=None, ge=1)
+    gate_floor: float = Field(default=0.0, ge=0.0, le=1.0)
+
     @model_validator(mode="after")
     def _validation_at_checkpoints(self) -> ExperimentRecipe:
         if self.n_val_tasks and self.validate_every % self.grpo.save_every:
@@ -165,7 +173,8 @@ RECIPES: dict[str, ExperimentRecipe] = {
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4,
+        gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
 }
 
 
