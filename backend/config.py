@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     cycle_redispatch_after_s: float = Field(default=300.0, alias="MUARL_CYCLE_REDISPATCH_AFTER_S")
     cycle_sweep_interval_s: float = Field(default=600.0, alias="MUARL_CYCLE_SWEEP_INTERVAL_S")
 
+    # make run (backend/runner): which services `muarl run` supervises, comma-separated
+    run_services: str = Field(default="api,worker,beat,model-server", alias="MUARL_RUN_SERVICES")
+
     # model registry, engines and promotion gates (backend/serving, rl/eval/gates.py)
     model_server_url: str = Field(default="http://127.0.0.1:8001/v1", alias="MUARL_MODEL_SERVER_URL")
     vllm_base_url: str | None = Field(default=None, alias="MUARL_VLLM_BASE_URL")

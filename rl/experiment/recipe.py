@@ -124,7 +124,6 @@ class ExperimentRecipe(BaseModel):
     # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
     # whole cpu-tiny run with 2 took 38.4 to 41.7 min (bench/results/README.md)
     workers: int = Field(default=2, ge=1)
-
     # The online cycle's gate (rl/pipeline, rl/eval/gates.py): a suite of held-out tasks and safety
     # tasks (refusals, authorization attacks) on customers no training task uses, played `gate_trials`
     # times (None: MUARL_GATE_TRIALS); with no champion the candidate's pass^1 must reach `gate_floor`.
@@ -175,6 +174,16 @@ RECIPES: dict[str, ExperimentRecipe] = {
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
         eval_concurrency=3, rollout_concurrency=4, pool_size=4,
         gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
+    # What `make run` trains when there is no champion: cpu-tiny's model, view and cold-start mix with
+    # half the cold-start conversations and 3 epochs (SFT about 4 of cpu-tiny's 10 min), a smaller gate
+    # suite played once, and a floor the cold start clears (cpu-tiny's scored 32-38% held out) so that
+    # chat has a model within 15 minutes on 2 cores (bench/first_model_bench.py); later cycles use
+    # MUARL_CYCLE_RECIPE.
+    "first-model": ExperimentRecipe(
+        name="first-model", n_cold_start_tasks=320, n_rl_tasks=24, n_eval_tasks=24, gate_tasks=24,
+        gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
+        sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
+                      micro_batch_tokens=12288, max_tokens=2048)),
 }
 
 

@@ -2,8 +2,8 @@
 
 - `mined_tasks`: production conversations that ended with a transfer to a human and that ops
   have resolved, turned into tasks (the customer's messages give the goal, the staff tool calls
-  ops made give the gold actions). The escalation queue lives with the service; this hook asks
-  it, and returns no tasks when the queue has nothing resolved (or does not exist yet).
+  ops made give the gold actions). The escalation queue lives with the service (`rl/tasks/mined.py`);
+  `restored_store` gives the snapshot the records those tasks start from.
 - `gate_suite`: the fixed suite the gates play candidates on (held-out and safety tasks from
   rl/eval/gate_suite.py, sized by the recipe, on customers that no training task uses).
 """
@@ -17,18 +17,22 @@ import structlog
 log = structlog.get_logger(__name__)
 
 
-def mined_tasks(store_url: str, data: dict[str, Any], snapshot: str) -> list[Any]:
+def mined_tasks(store_url: str, data: dict[str, Any], snapshot: str, cycle_id: str | None = None) -> list[Any]:
     """Tasks mined from resolved escalations, on the records of the cycle's snapshot (`data`), named
-    as played on `snapshot` (the recipe's store reference, which the cycle maps to its snapshot).
-    The escalation queue provides `rl.tasks.mined.mined_tasks(store_url, data) -> list[Task]`."""
-    try:
-        from rl.tasks.mined import mined_tasks as from_queue
-    except ImportError:  # no escalation queue in this checkout
-        return []
-    tasks = list(from_queue(store_url, data))
-    for t in tasks:
-        t.snapshot = snapshot
-    return tasks
+    as played on `snapshot` (the recipe's store reference, which the cycle maps to its snapshot);
+    their escalations are marked mined by `cycle_id`."""
+    from rl.tasks.mined import mined_tasks as from_queue
+
+    return list(from_queue(store_url, data, snapshot=snapshot, cycle_id=cycle_id))
+
+
+async def restored_store(store_url: str, cycle_id: str | None = None) -> dict[str, Any] | None:
+    """The live store's records with each customer about to be mined as they were when their
+    conversation was transferred (ops have changed them since), or None when nothing is to be
+    mined (the snapshot is then a straight copy of the live store)."""
+    from rl.tasks.mined import restored_store as from_queue
+
+    return await from_queue(store_url, cycle_id)
 
 
 def gate_suite(recipe: Any, data: dict[str, Any], sets: dict[str, list[Any]]) -> list[Any]:

@@ -88,7 +88,8 @@ def snapshot(ctx: StepContext) -> dict[str, Any]:
     import time
 
     from backend.db.engine import database_exists
-    from rl.env.snapshot import _drop, snapshot_from_database
+    from rl.env.snapshot import _drop, create_snapshot, snapshot_from_database
+    from rl.pipeline import hooks
 
     name = snapshot_name(ctx.cycle_id)
     data_path = ctx.folder / "snapshot.json"
@@ -99,7 +100,13 @@ def snapshot(ctx: StepContext) -> dict[str, Any]:
         reused = True
     else:  # a half-made template of an interrupted run is dropped and made again
         run_async(_drop(ctx.server_url, name))
-        snap = run_async(snapshot_from_database(ctx.server_url, ctx.store_url, name=name))
+        # customers about to be mined start as they were when their conversation was transferred:
+        # then the snapshot is made from those records, else it is a straight copy of the live store
+        restored = run_async(hooks.restored_store(ctx.store_url, ctx.cycle_id))
+        if restored is None:
+            snap = run_async(snapshot_from_database(ctx.server_url, ctx.store_url, name=name))
+        else:
+            snap = run_async(create_snapshot(ctx.server_url, restored, name))
         data = snap.initial
         tmp = data_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data))
@@ -135,7 +142,7 @@ def tasks(ctx: StepContext) -> dict[str, Any]:
     ctx.reporter.advance(1)
     sets["gate"] = hooks.gate_suite(recipe, data, sets)
     ctx.reporter.advance(1)
-    sets["mined"] = hooks.mined_tasks(ctx.store_url, data, recipe.store)
+    sets["mined"] = hooks.mined_tasks(ctx.store_url, data, recipe.store, ctx.cycle_id)
     ctx.reporter.advance(1)
     for name, items in sets.items():
         save_tasks(folder / f"{name}.json", items, {"cycle": ctx.cycle_id, "set": name, "snapshot": recipe.store})
