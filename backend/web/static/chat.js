@@ -89,8 +89,15 @@ function cycleProgress(cycle) {
 async function refused(resp) {
   const body = await problem(resp);
   if (resp.status === 503) {
-    setState("warn", "Our assistant is not ready yet. " + (body.detail || ""),
-             body.cycle ? cycleProgress(body.cycle) : null);
+    const more = document.createElement("div");
+    if (body.cycle && ["queued", "running"].includes(body.cycle.status)) more.append(cycleProgress(body.cycle));
+    const details = document.createElement("details");
+    const summary = document.createElement("summary");
+    summary.textContent = "Details for the operator";
+    details.append(summary, body.detail || "");
+    more.append(details);
+    setState("warn", "Our assistant is not ready yet; please try again a little later. Your message was not sent.",
+             more);
   } else if (resp.status === 429) {
     const after = resp.headers.get("Retry-After");
     setState("warn", `You are sending messages too quickly. Please wait ${after ? after + " seconds" : "a moment"} ` +
@@ -140,17 +147,20 @@ async function* sse(resp) {
 
 async function send(text) {
   if (!conv && !(await start())) return false;
-  add("user", text);
   const r = await fetch(`/v1/conversations/${conv.id}/messages/stream`, {
     method: "POST", headers: {"Content-Type": "application/json", "Authorization": `Bearer ${conv.token}`},
     body: JSON.stringify({content: text})});
   if (!r.ok) { await refused(r); return false; }
   setState("", "");
+  add("user", text);
   const running = new Map();
   for await (const [name, data] of sse(r)) {
     if (name === "tool_call") {
-      for (const c of data.tool_calls) running.set(c.id, add("activity", describe(c.name, c.arguments)));
-      for (const li of running.values()) li.classList.add("running");
+      for (const c of data.tool_calls) {
+        const li = add("activity", describe(c.name, c.arguments));
+        li.classList.add("running");
+        running.set(c.id, li);
+      }
     } else if (name === "tool_result") {
       const li = running.get(data.id);
       if (li) {

@@ -1,0 +1,73 @@
+"""The customer chat at `/` in a real browser against the real API (uvicorn, Postgres) with the
+fake model server at the HTTP boundary: a message streams its tool activity before the reply,
+a reload shows the transcript again, and with no model the page says so with the cycle's progress."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from playwright.async_api import expect
+from sqlalchemy import update
+
+from backend import cycles
+from backend.db.cycle_models import Cycle
+from backend.db.engine import make_engine
+from tests.backend.api.serving import ApiServer, customer_with, make_settings
+from tests.backend.web.browser import browser_page, shot
+from tests.fakes.openai_server import Script, text, tool_call
+
+
+async def test_a_customer_sees_tool_activity_then_the_reply_and_a_reload_keeps_the_transcript(
+        api: ApiServer, script: Script, tau_retail) -> None:
+    user, order_id = customer_with(tau_retail, "delivered")
+    reply = f"Your order {order_id} was delivered. Anything else?"
+    # the reply comes 1.5 s after the tool ran, so the page must show the activity while it waits
+    script.extend([tool_call("find_user_id_by_email", {"email": user["email"]}),
+                   tool_call("get_order_details", {"order_id": order_id}), text(reply, delay_s=1.5)])
+    steps = [f"finding your account ({user['email']})", f"looking up order {order_id}"]
+    async with browser_page(390, 780) as page:
+        await page.goto(api.url + "/")
+        box = page.get_by_label("Your message")
+        await box.fill(f"Where is my order {order_id}? I am {user['email']}")
+        await box.press("Enter")
+        activity = page.locator("#log .activity")
+        await expect(activity).to_have_text(steps)
+        assert await page.locator("#log .msg.assistant").count() == 0  # the reply has not come yet
+        await expect(page.locator("#log .msg.assistant")).to_have_text("Agent said: " + reply)
+        for i in range(2):  # both done: no longer "running"
+            await expect(activity.nth(i)).to_have_class("activity")
+        await expect(page.get_by_label("Your message")).to_have_value("")
+        await shot(page, "chat")
+
+        await page.reload()
+        await expect(page.locator("#log .msg.user")).to_contain_text(f"Where is my order {order_id}?")
+        await expect(page.locator("#log .activity")).to_have_text(steps)
+        await expect(page.locator("#log .msg.assistant")).to_have_text("Agent said: " + reply)
+        # the token stays in the tab, never in the address
+        assert "token" not in page.url and order_id not in page.url
+
+
+async def test_without_a_model_the_chat_says_so_with_the_cycle_progress(empty_db: str) -> None:
+    engine = make_engine(empty_db, null_pool=True)
+    try:
+        cycle = await cycles.create_cycle(engine, "cpu-tiny", trigger="ops")
+        async with engine.begin() as conn:
+            await conn.execute(update(Cycle).where(Cycle.id == cycle.id).values(
+                status="running", step="train", progress=0.5, eta_s=420.0, started_at=dt.datetime.now(dt.UTC)))
+    finally:
+        await engine.dispose()
+    server = await ApiServer(make_settings(empty_db, None)).start()
+    try:
+        async with browser_page(390, 780) as page:
+            await page.goto(server.url + "/")
+            await page.get_by_label("Your message").fill("hello?")
+            await page.get_by_role("button", name="Send").click()
+            state = page.locator("#state")
+            await expect(state).to_contain_text("not ready yet")
+            await expect(page.locator("#log .msg")).to_have_count(0)  # nothing was sent
+            await expect(state).to_contain_text(f"Training cycle {cycle.id}: step train (3 of 5), 50% done")
+            await expect(state).to_contain_text("about 7 min left")
+            await expect(page.get_by_role("progressbar", name="Training progress")).to_have_attribute("value", "50")
+            await shot(page, "chat-not-ready")
+    finally:
+        await server.stop()
