@@ -321,6 +321,7 @@ $("signin-form").addEventListener("submit", (e) => {
   e.preventDefault();
   sessionStorage.setItem(TOKEN_KEY, $("ops-token").value.trim());
   $("ops-token").value = "";
+  flash("", "");
   current = "models";
   render();
 });
