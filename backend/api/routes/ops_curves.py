@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query
 
 from backend import cycles
 from backend.api.deps import EngineDep, RegistryDep, RequireOps, SettingsDep
+from backend.api.problems import problem_responses
 
 router = APIRouter(prefix="/v1/ops", tags=["ops: cycles"])
 
@@ -44,7 +45,7 @@ def _pass1(report: dict[str, Any], model: str) -> float | None:
     return value.get("value") if isinstance(value, dict) else None
 
 
-@router.get("/curves")
+@router.get("/curves", responses=problem_responses(401, 403, 422, 500, 503))
 async def training_curves(_: RequireOps, engine: EngineDep, registry: RegistryDep, settings: SettingsDep,
                           limit: int = Query(default=50, ge=1, le=500)) -> dict[str, Any]:
     """Training curves of the last `limit` cycles, oldest first: `steps` (every GRPO step, with its
