@@ -71,3 +71,28 @@ async def test_without_a_model_the_chat_says_so_with_the_cycle_progress(empty_db
             await shot(page, "chat-not-ready")
     finally:
         await server.stop()
+
+
+async def test_a_handed_over_conversation_says_so_and_reaches_the_ops_queue(api: ApiServer, script: Script,
+                                                                            tau_retail) -> None:
+    user, _ = customer_with(tau_retail, "delivered")
+    script.extend([tool_call("find_user_id_by_email", {"email": user["email"]}),
+                   tool_call("transfer_to_human_agents", {"summary": "wants a refund to a closed card"})])
+    async with browser_page(390, 780) as page:
+        await page.goto(api.url + "/")
+        await page.get_by_label("Your message").fill(f"I am {user['email']}, I want a human")
+        await page.get_by_role("button", name="Send").click()
+        await expect(page.locator("#state")).to_contain_text("handed to a human agent")
+        await expect(page.get_by_label("Your message")).to_be_disabled()
+        await page.reload()  # still handed over after a reload
+        await expect(page.locator("#state")).to_contain_text("handed to a human agent")
+
+        await page.goto(api.url + "/ops")
+        await page.get_by_label("Ops token").fill("ops-test-token")
+        await page.get_by_role("button", name="Sign in").click()
+        await page.get_by_role("button", name="Escalations").click()
+        row = page.locator("tbody tr", has_text="wants a refund to a closed card")
+        await expect(row).to_contain_text("open")
+        await row.get_by_role("button", name="Transcript").click()
+        await expect(page.get_by_label("Transcript")).to_contain_text(f"user: I am {user['email']}, I want a human")
+        await shot(page, "ops-escalation")
