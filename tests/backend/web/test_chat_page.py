@@ -5,6 +5,7 @@ a reload shows the transcript again, and with no model the page says so with the
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from playwright.async_api import expect
 from sqlalchemy import update
@@ -96,3 +97,22 @@ async def test_a_handed_over_conversation_says_so_and_reaches_the_ops_queue(api:
         await row.get_by_role("button", name="Transcript").click()
         await expect(page.get_by_label("Transcript")).to_contain_text(f"user: I am {user['email']}, I want a human")
         await shot(page, "ops-escalation")
+
+
+async def test_a_rate_limited_customer_is_told_how_long_to_wait(tau_db: str, fake_llm, script: Script) -> None:
+    script.extend([text("Hello! How can I help?")])
+    server = await ApiServer(make_settings(tau_db, fake_llm.url, MUARL_RATE_MESSAGES_PER_HOUR=1)).start()
+    try:
+        async with browser_page(390, 780) as page:
+            await page.goto(server.url + "/")
+            box = page.get_by_label("Your message")
+            await box.fill("hi")
+            await box.press("Enter")
+            await expect(page.locator("#log .msg.assistant")).to_have_text("Agent said: Hello! How can I help?")
+            await box.fill("are you there?")
+            await box.press("Enter")
+            await expect(page.locator("#state")).to_contain_text(re.compile(r"too quickly\. Please wait \d+ seconds"))
+            await expect(box).to_have_value("are you there?")  # kept for the retry
+            await expect(page.locator("#log .msg.user")).to_have_count(1)
+    finally:
+        await server.stop()
