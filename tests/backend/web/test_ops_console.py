@@ -13,10 +13,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis
 from playwright.async_api import expect
 from sqlalchemy import update
 
 from backend import cycles
+from backend.broker import QUEUE
 from backend.db.cycle_models import Cycle
 from backend.db.engine import make_engine
 from backend.serving.registry import ModelRegistry
@@ -164,3 +166,26 @@ async def test_ops_cycles_and_training_curves(console) -> None:
         await shot(page, "ops-curves")
         # the page loads nothing from elsewhere and keeps the token out of every URL
         assert OPS_TOKEN not in page.url
+
+
+async def test_ops_start_a_cycle_from_the_console(empty_db: str, broker_socket: Path) -> None:
+    server = await ApiServer(make_settings(empty_db, None, REDIS_URL=f"redis+socket://{broker_socket}",
+                                           MUARL_CYCLE_RECIPE="smoke")).start()
+    try:
+        async with browser_page() as page:
+            await page.goto(server.url + "/ops")
+            await page.get_by_label("Ops token").fill(OPS_TOKEN)
+            await page.get_by_role("button", name="Sign in").click()
+            await page.get_by_role("button", name="Cycles").click()
+            await expect(page.get_by_text("No cycle is running.")).to_be_visible()
+            await page.get_by_role("button", name="Start a cycle now…").click()
+            await page.get_by_role("dialog").get_by_role("button", name="Start").click()
+            await expect(page.locator("#flash")).to_contain_text(re.compile(r"Cycle c\w+ started"))
+            current = page.locator("section", has_text="Current cycle")
+            await expect(current).to_contain_text("(queued, ops, recipe smoke)")
+            await expect(page.get_by_role("button", name="Start a cycle now…")).to_be_disabled()
+        # the worker's start task is on the broker
+        queued = redis.Redis(unix_socket_path=str(broker_socket)).lrange(QUEUE, 0, -1)
+        assert [json.loads(m)["headers"]["task"] for m in queued] == ["muarl.cycle.start"]
+    finally:
+        await server.stop()
