@@ -2,7 +2,7 @@
 transcripts record the model version that wrote each assistant message.
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 """
 
 from collections.abc import Sequence

@@ -11,16 +11,25 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from backend.api.deps import RegistryDep, RequireOps, SettingsDep
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 from backend.serving import promotion
 from backend.serving.registry import AliasChange, RegistryError
 
 router = APIRouter(prefix="/v1/ops", tags=["ops: models"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"description": "no ops token"}, 403: {"description": "wrong ops token"},
-    503: {"description": "ops disabled (MUARL_OPS_TOKEN unset) or the engine is unavailable"},
+_MEANINGS = {
+    401: "No ops token (Authorization: Bearer $MUARL_OPS_TOKEN)", 403: "Not the ops token",
+    404: "No such model version",
+    409: "Gates not passed against the current champion, version retired or already champion, no previous version",
+    503: "Ops disabled (MUARL_OPS_TOKEN unset), the database unavailable, or the engine cannot serve the version",
 }
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    out = problem_responses(*statuses)
+    for status, entry in out.items():
+        entry["description"] = _MEANINGS.get(int(status), entry["description"])
+    return out
 
 
 class PromoteRequest(BaseModel):
@@ -41,13 +50,13 @@ def _change(change: AliasChange) -> dict[str, Any]:
             "generation": change.generation, "event": change.event.to_json()}
 
 
-@router.get("/models", responses=_ERRORS)
+@router.get("/models", responses=_errors(401, 403, 422, 500, 503))
 async def list_models(_: RequireOps, registry: RegistryDep) -> list[dict[str, Any]]:
     """Every registered version, oldest first, with its aliases."""
     return [v.to_json() for v in await registry.list_versions()]
 
 
-@router.get("/models/{version_id}", responses={**_ERRORS, 404: {"description": "no such version"}})
+@router.get("/models/{version_id}", responses=_errors(401, 403, 404, 422, 500, 503))
 async def read_model(version_id: str, _: RequireOps, registry: RegistryDep) -> dict[str, Any]:
     """One version with its files, gate reports (newest first) and events."""
     version = await registry.get(version_id)
@@ -58,9 +67,7 @@ async def read_model(version_id: str, _: RequireOps, registry: RegistryDep) -> d
             "events": [e.to_json() for e in await registry.events(version_id=version_id)]}
 
 
-@router.post("/models/{version_id}/promote",
-             responses={**_ERRORS, 404: {"description": "no such version"},
-                        409: {"description": "gates not passed against the champion, retired, already champion"}})
+@router.post("/models/{version_id}/promote", responses=_errors(401, 403, 404, 409, 422, 500, 503))
 async def promote_model(version_id: str, body: PromoteRequest, actor: RequireOps, registry: RegistryDep,
                         settings: SettingsDep) -> dict[str, Any]:
     """Make the version the champion (its engine loads it first)."""
@@ -72,7 +79,7 @@ async def promote_model(version_id: str, body: PromoteRequest, actor: RequireOps
     return _change(change)
 
 
-@router.post("/rollback", responses={**_ERRORS, 409: {"description": "no previous version"}})
+@router.post("/rollback", responses=_errors(401, 403, 409, 422, 500, 503))
 async def rollback(body: RollbackRequest, actor: RequireOps, registry: RegistryDep,
                    settings: SettingsDep) -> dict[str, Any]:
     """Make `previous` the champion again."""
@@ -83,7 +90,7 @@ async def rollback(body: RollbackRequest, actor: RequireOps, registry: RegistryD
     return _change(change)
 
 
-@router.get("/events", responses=_ERRORS)
+@router.get("/events", responses=_errors(401, 403, 422, 500, 503))
 async def list_events(_: RequireOps, registry: RegistryDep,
                       version: str | None = Query(default=None, description="only events about this version"),
                       limit: int = Query(default=100, ge=1, le=1000)) -> list[dict[str, Any]]:
