@@ -51,12 +51,14 @@ async function api(method, path, body) {
 }
 
 // the confirmation step: resolves to {reason, skip} or null when cancelled
-function confirmAction(title, text, {reason = true, skip = false, ok = "Confirm"} = {}) {
+function confirmAction(title, text, {reason = true, skip = false, ok = "Confirm", note = false} = {}) {
   const d = $("confirm");
+  $("confirm-reason-label").textContent = note ? "Note (optional, kept with the escalation)"
+                                               : "Reason (recorded in the audit trail)";
   $("confirm-title").textContent = title;
   $("confirm-text").textContent = text;
   $("confirm-reason").value = "";
-  $("confirm-reason").required = reason;
+  $("confirm-reason").required = reason && !note;
   $("confirm-reason-wrap").hidden = !reason;
   $("confirm-skip").checked = false;
   $("confirm-skip-wrap").hidden = !skip;
@@ -66,7 +68,7 @@ function confirmAction(title, text, {reason = true, skip = false, ok = "Confirm"
     $("confirm-form").onsubmit = (e) => {
       e.preventDefault();
       const r = $("confirm-reason").value.trim();
-      if (reason && !r) { $("confirm-reason").focus(); return; }
+      if (reason && !note && !r) { $("confirm-reason").focus(); return; }
       done({reason: r, skip: $("confirm-skip").checked});
     };
     $("confirm-cancel").onclick = () => done(null);
@@ -277,11 +279,31 @@ async function viewEscalation(view, id) {
     h("p", {}, h("button", {type: "button", onclick: () => show("escalations")}, "← All escalations")),
     h("p", {}, "Conversation ", h("code", {}, e.conversation_id), ` · customer ${e.customer_user_id || "unknown"} · `,
       e.summary),
+    h("p", {class: "row"},
+      h("button", {type: "button", class: "primary", disabled: e.state !== "open" || null,
+                   onclick: () => decide(e, "resolve")}, "Resolve…"),
+      h("button", {type: "button", disabled: ["mined", "dismissed"].includes(e.state) || null,
+                   onclick: () => decide(e, "dismiss")}, "Dismiss…"),
+      h("span", {class: "muted"}, "A resolved escalation becomes a training task in the next cycle."),
+      e.note ? h("span", {}, `Note: ${e.note}`) : null),
     h("pre", {class: "transcript", tabindex: 0, "aria-label": "Transcript"}, lines.join("\n")),
     e.staff_actions.length ? [h("h3", {}, "Staff actions since"),
       table(["when", "actor", "tool", "arguments"], e.staff_actions.map((a) => [when(a.created_at), a.actor, a.tool,
                                                                        h("code", {}, JSON.stringify(a.arguments))]))]
       : null));
+}
+
+async function decide(e, how) {
+  const c = await confirmAction(how === "resolve" ? "Resolve" : "Dismiss",
+    how === "resolve" ? `Mark escalation #${e.id} resolved? The next cycle mines it into a training task.`
+                      : `Dismiss escalation #${e.id}? It never becomes a training task.`,
+    {note: true, ok: how === "resolve" ? "Resolve" : "Dismiss"});
+  if (!c) return;
+  try {
+    const r = await api("POST", `/v1/ops/escalations/${e.id}/${how}`, {note: c.reason});
+    flash("ok", `Escalation #${r.id} is now ${r.state}.`);
+  } catch (err) { if (err.status !== 401 && err.status !== 403) flash("bad", `Refused: ${err.message}`); }
+  render();
 }
 
 // ---------------------------------------------------------------- frame

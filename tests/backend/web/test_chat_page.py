@@ -97,6 +97,13 @@ async def test_a_handed_over_conversation_says_so_and_reaches_the_ops_queue(api:
         await row.get_by_role("button", name="Transcript").click()
         await expect(page.get_by_label("Transcript")).to_contain_text(f"user: I am {user['email']}, I want a human")
         await shot(page, "ops-escalation")
+        await page.get_by_role("button", name="Resolve…").click()
+        dialog = page.get_by_role("dialog")
+        await dialog.get_by_label("Note").fill("refunded by hand")
+        await dialog.get_by_role("button", name="Resolve").click()
+        await expect(page.locator("#flash")).to_contain_text("is now resolved")
+        await expect(page.get_by_role("button", name="Resolve…")).to_be_disabled()
+        await expect(page.get_by_text("Note: refunded by hand")).to_be_visible()
 
 
 async def test_a_rate_limited_customer_is_told_how_long_to_wait(tau_db: str, fake_llm, script: Script) -> None:
