@@ -138,13 +138,13 @@ def _load_backend_commands() -> None:
     from backend import mcp_clients_cli, models_cli, service_cli, serving_cli
 
     service_cli.register(app)
-    mcp_clients_cli.register(app)
     models_cli.register(app)
     serving_cli.register(app)
+    mcp_clients_cli.register(app)
 
 
 # the service's and the registry's commands run without the learning side (no rl/, no torch)
-_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients", "models", "serving"}
+_SERVICE_COMMANDS = {"serve", "mcp", "run", "models", "serving", "mcp-clients"}
 
 
 def main() -> None:

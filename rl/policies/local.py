@@ -13,7 +13,9 @@ the model as the tool result (no tool runs). A `view` (rl/chat/views.py) sets ho
 the model and, when it uses references, keeps each episode's `RefTable`: customer messages and tool
 results are shown with references, and what the model writes is expanded before it is parsed.
 The KV cache of every episode's conversation so far is kept between its turns (the trace only grows
-by appending), so a turn processes only the new customer message or tool results. With
+by appending), so a turn processes only the new customer message or tool results; a new
+conversation whose system turn (prompt and tool list) another one already had starts from that one's
+cache of it. With
 `constrain_calls` (by default as the view says), a call the model opens is decoded under the grammar
 of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
 parameters (a call still open when the turn's `max_new_tokens` run out may take `call_overrun` more
@@ -81,6 +83,7 @@ class _Episode:
     used: int = 0  # when the cache was last used (for dropping the oldest ones)
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
+    system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
 
 
 @dataclass
@@ -129,6 +132,7 @@ class LocalPolicy:
         # client sends the whole history) instead of refused (training: traces must be token-exact)
         self.adopt_history = adopt_history
         self._episodes: dict[str, _Episode] = {}
+        self._system_caches: dict[tuple[int, ...], PrefixCache] = {}  # system-turn tokens -> their cache
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
         self._gen = torch.Generator().manual_seed(seed)
@@ -144,6 +148,8 @@ class LocalPolicy:
         if ep is None:
             ep = self._episodes[episode_id] = self.new_episode(episode_id)
         self._append_new(ep, messages, tools)
+        if ep.cache is None and ep.system_len and self.reuse_cache:  # a new conversation: its system turn is known
+            ep.cache = self._system_caches.get(tuple(ep.builder.trace.input_ids[: ep.system_len]))
         prompt = ep.builder.open_assistant_turn()
         if len(prompt) + 1 >= self.max_context:  # no room left: an empty turn (the episode runs out of turns)
             ep.builder.add_generated([])
@@ -214,9 +220,11 @@ class LocalPolicy:
         if i == 0:
             if messages and messages[0]["role"] == "system":
                 b.add_system(self.view.system(messages[0].get("content") or ""), tools)
+                ep.system_len = len(b.trace.input_ids)
                 i = 1
             elif tools:
                 b.add_system("", tools)
+                ep.system_len = len(b.trace.input_ids)
         while i < len(messages):
             m = messages[i]
             if m["role"] == "tool":
@@ -302,11 +310,26 @@ class LocalPolicy:
         for ep, c in zip(eps, new_caches, strict=True):
             if ep is not None:
                 ep.cache, ep.used = c, self.stats.calls
+                self._remember_system(ep)
         self._drop_old_caches()
         self.stats.new_tokens += sum(len(g.ids) for g in gens)
         self.stats.seconds += time.perf_counter() - start
         return [(g.ids, g.logprobs) for g in gens]
 
+
+    def _remember_system(self, ep: _Episode) -> None:
+        """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same
+        tokens (a service's system prompt and tool list are the same for every customer), so that they
+        process only their own messages, as vLLM's prefix caching does."""
+        if not ep.system_len or ep.cache is None or ep.cache.length <= ep.system_len:
+            return
+        key = tuple(ep.builder.trace.input_ids[: ep.system_len])
+        if key in self._system_caches:
+            return
+        if len(self._system_caches) >= 8:  # a few distinct prompts at most; forget the oldest
+            self._system_caches.pop(next(iter(self._system_caches)))
+        n = ep.system_len
+        self._system_caches[key] = PrefixCache([(k[:, :n].clone(), v[:, :n].clone()) for k, v in ep.cache.layers])
 
     def _drop_old_caches(self) -> None:
         live = [e for e in self._episodes.values() if e.cache is not None]

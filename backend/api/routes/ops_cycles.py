@@ -17,9 +17,10 @@ from starlette.concurrency import run_in_threadpool
 
 from backend import cycles
 from backend.api.deps import EngineDep, RequireOps, SettingsDep
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 
-router = APIRouter(prefix="/v1/ops", tags=["ops"])
+router = APIRouter(prefix="/v1/ops", tags=["ops"],
+                   responses=problem_responses(401, 403, 422, 500, 503))  # errors are problem JSON
 _NAME = re.compile(r"^[A-Za-z0-9._+=,-]{1,64}$")
 
 
@@ -61,8 +62,7 @@ async def list_cycles(_: RequireOps, engine: EngineDep,
     return {"active": cycles.cycle_json(active) if active else None, "cycles": rows}
 
 
-@router.post("/cycles", status_code=202, responses={409: {"description": "a cycle is already active"},
-                                                    503: {"description": "the broker is unreachable"}})
+@router.post("/cycles", status_code=202, responses=problem_responses(409))
 async def start_cycle(_: RequireOps, engine: EngineDep, settings: SettingsDep, request: Request,
                       body: StartCycle | None = None) -> dict[str, Any]:
     """Start a cycle now."""

@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backend import escalations as q
 from backend.api.deps import EngineDep, RequireOps
-from backend.api.problems import Problem
+from backend.api.problems import Problem, problem_responses
 
-router = APIRouter(prefix="/v1/ops/escalations", tags=["ops: escalations"])
+router = APIRouter(prefix="/v1/ops/escalations", tags=["ops: escalations"],
+                   responses=problem_responses(401, 403, 422, 500, 503))  # errors are problem JSON
 
 State = Literal["open", "resolved", "mined", "dismissed"]
 EscalationId = Annotated[int, Path(ge=1, le=2**62, description="The escalation's id")]
@@ -82,7 +83,7 @@ async def _detail(conn: Any, row: q.EscalationRow) -> EscalationDetail:
                             staff_actions=[StaffAction(**vars(a)) for a in actions])
 
 
-@router.get("/{escalation_id}", response_model=EscalationDetail, responses={404: {"description": "no such escalation"}})
+@router.get("/{escalation_id}", response_model=EscalationDetail, responses=problem_responses(404))
 async def get_escalation(_: RequireOps, engine: EngineDep, escalation_id: EscalationId) -> EscalationDetail:
     """One escalation with its transcript and the staff writes made on its customer."""
     async with engine.connect() as conn:
@@ -105,7 +106,7 @@ async def _decide(engine: Any, escalation_id: int, decision: Decision, actor: st
 
 
 @router.post("/{escalation_id}/resolve", response_model=EscalationDetail,
-             responses={404: {"description": "no such escalation"}, 409: {"description": "not open"}})
+             responses=problem_responses(404, 409))
 async def resolve_escalation(actor: RequireOps, engine: EngineDep, escalation_id: EscalationId,
                              decision: Decision) -> EscalationDetail:
     """open -> resolved: the customer's problem is dealt with; the next cycle mines it into a task.
@@ -114,7 +115,7 @@ async def resolve_escalation(actor: RequireOps, engine: EngineDep, escalation_id
 
 
 @router.post("/{escalation_id}/dismiss", response_model=EscalationDetail,
-             responses={404: {"description": "no such escalation"}, 409: {"description": "already mined or dismissed"}})
+             responses=problem_responses(404, 409))
 async def dismiss_escalation(actor: RequireOps, engine: EngineDep, escalation_id: EscalationId,
                              decision: Decision) -> EscalationDetail:
     """open or resolved -> dismissed: it never becomes a task."""
