@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean vllm-venv
+.PHONY: setup run test lint bench clean browser screenshots vllm-venv
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/muarl run
 
-test: setup vllm-venv
+test: setup vllm-venv browser
 	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
@@ -43,3 +43,12 @@ $(VLLM_STAMP):
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) var .pytest_cache .ruff_cache
+
+# the browser tests drive Debian's Chromium (Playwright from PyPI; a downloaded browser build is never used)
+browser:
+	@test -x /usr/bin/chromium || { S=$$([ "$$(id -u)" = 0 ] || echo sudo); $$S apt-get update -qq && \
+		$$S apt-get install -y -qq chromium; }
+
+# docs/screenshots/*.png, taken by the browser tests
+screenshots: setup browser
+	MUARL_SCREENSHOTS_DIR=docs/screenshots $(BIN)/python -m pytest -q tests/backend/web

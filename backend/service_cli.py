@@ -117,6 +117,7 @@ def _run(host: str, port: int, model_server_port: int, services: str | None) -> 
     console.print(f"broker   {broker}")
     base = f"http://{host}:{port}"
     console.print(f"API      {base}/v1/conversations   docs {base}/docs")
+    console.print(f"web      {base}/  (customer chat)   {base}/ops  (ops console, MUARL_OPS_TOKEN)")
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN, or a client's own token: "
                   "muarl mcp-clients add NAME)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")

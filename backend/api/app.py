@@ -28,12 +28,13 @@ from backend.api.docs import install_docs
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
 from backend.api.problems import install_problem_handlers, install_problem_schema
-from backend.api.routes import conversations, health, ops_cycles, ops_escalations, ops_models
+from backend.api.routes import conversations, health, ops_curves, ops_cycles, ops_escalations, ops_models
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
 from backend.serving.champion import ChampionResolver, add_no_model_detail, remove_no_model_detail
 from backend.tools.mcp_server import build_mcp_server
 from backend.tools.registry import RETAIL, ToolRegistry
+from backend.web import install_web
 
 log = structlog.get_logger(__name__)
 
@@ -109,10 +110,12 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     app.state.mcp = mcp
     app.include_router(conversations.router)
     app.include_router(health.router)
+    install_docs(app)
     app.include_router(ops_cycles.router)
     app.include_router(ops_escalations.router)
     app.include_router(ops_models.router)
-    install_docs(app)
+    app.include_router(ops_curves.router)
+    install_web(app)
     install_problem_handlers(app)
     install_problem_schema(app)
     # outermost last: metrics see everything, then the body limit, then /mcp

@@ -31,6 +31,7 @@ DECLARED = {
     ("/v1/ops/models/{version_id}/promote", "post"): {401, 403, 404, 409, 422, 500, 503},
     ("/v1/ops/rollback", "post"): {401, 403, 409, 422, 500, 503},
     ("/v1/ops/events", "get"): {401, 403, 422, 500, 503},
+    ("/v1/ops/curves", "get"): {401, 403, 422, 500, 503},
 }
 
 
