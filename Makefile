@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean verl-venv
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/muarl run
 
-test: setup
+test: setup verl-venv
 	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
@@ -29,4 +29,19 @@ bench: setup
 	$(BIN)/python bench/env_bench.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VERL_VENV) var .pytest_cache .ruff_cache
+
+# verl 0.9.1 pins transformers <5.11 while the project resolves a newer one: its tests run in their own
+# venv (docs/VERL.md says why), used by tests/rl/test_verl_env.py. CPU torch, verl without its GPU extras.
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+verl-venv: $(VERL_STAMP)
+
+$(VERL_STAMP): pyproject.toml rl/verl/requirements.txt
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1
+	$(VERL_VENV)/bin/python -m pip install -q -r rl/verl/requirements.txt
+	$(VERL_VENV)/bin/python -m pip install -q -e .
+	touch $(VERL_STAMP)
