@@ -65,7 +65,9 @@ class MuarlAgentLoop(AgentLoopBase):
     def output(self, model: VerlServerModel, traj: Trajectory) -> AgentLoopOutput:
         trace = model.trace
         split = model.prompt_len if model.prompt_len is not None else len(trace.input_ids)
-        prompt_ids = trace.input_ids[:split][-self.prompt_length:]
+        if split > self.prompt_length:  # verl would cut the system prompt: refuse (raise data.max_prompt_length)
+            raise ValueError(f"the prompt has {split} tokens, more than data.max_prompt_length={self.prompt_length}")
+        prompt_ids = trace.input_ids[:split]
         response_ids = trace.input_ids[split:][: self.response_length]
         mask = trace.loss_mask[split:][: self.response_length]
         logprobs = trace.logprobs[split:][: self.response_length]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONTEXT = 32768  # tokens per conversation (MUA-RL)
-PROMPT = 4096  # system prompt with the tool list + the customer's first message
+PROMPT = 8192  # system prompt with the tool list + the customer's first message (Qwen3: ~4k)
 
 
 @dataclass(frozen=True)
