@@ -126,13 +126,14 @@ def _load_plugins() -> None:
 
 
 def _load_backend_commands() -> None:
-    from backend import service_cli
+    from backend import mcp_clients_cli, service_cli
 
     service_cli.register(app)
+    mcp_clients_cli.register(app)
 
 
 # the service's commands run without the learning side (serving never imports rl/ or torch)
-_SERVICE_COMMANDS = {"serve", "mcp", "run"}
+_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients"}
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -48,6 +49,14 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(default=1_000_000, alias="MUARL_API_MAX_BODY_BYTES")
     # transcript writes commit without waiting for the WAL flush (store changes always wait)
     api_async_transcript_commit: bool = Field(default=True, alias="MUARL_API_ASYNC_TRANSCRIPT_COMMIT")
+
+    # the API's edge: per-client quotas, waiting for a busy conversation, who may read /metrics
+    rate_conversations_per_hour: int = Field(default=60, alias="MUARL_RATE_CONVERSATIONS_PER_HOUR")
+    rate_messages_per_hour: int = Field(default=600, alias="MUARL_RATE_MESSAGES_PER_HOUR")
+    rate_client_header: str | None = Field(default=None, alias="MUARL_RATE_CLIENT_HEADER")
+    api_turn_wait_s: float = Field(default=30.0, alias="MUARL_API_TURN_WAIT_S")
+    metrics_access: Literal["loopback", "open", "token"] = Field(default="loopback", alias="MUARL_METRICS_ACCESS")
+    metrics_token: str | None = Field(default=None, alias="MUARL_METRICS_TOKEN")
 
     log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")

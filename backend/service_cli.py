@@ -84,7 +84,8 @@ def run(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> No
     base = f"http://{host}:{port}"
     console.print(f"API      {base}/v1/conversations")
     console.print(f"docs     {base}/docs")
-    console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN)")
+    console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN, or a client's own token: "
+                  "muarl mcp-clients add NAME)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
     if settings.llm_base_url and settings.llm_model:
         console.print(f"model    {settings.llm_model} at {settings.llm_base_url}")

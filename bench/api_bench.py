@@ -130,6 +130,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         env = {**os.environ, "PYTHONPATH": str(PROJECT), "DATABASE_URL": url,
                "MUARL_LLM_BASE_URL": f"http://127.0.0.1:{llm_port}/v1", "MUARL_LLM_MODEL": "fake-model",
                "MUARL_LLM_MAX_RETRIES": "0", "MUARL_API_RATE_LIMIT_PER_MINUTE": "100000",
+               # every simulated customer comes from this one address: the per-client quotas stay off
+               "MUARL_RATE_CONVERSATIONS_PER_HOUR": "0", "MUARL_RATE_MESSAGES_PER_HOUR": "0",
                "MUARL_API_DB_POOL_SIZE": str(args.pool), "MUARL_LOG_LEVEL": "WARNING"}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.fakes.openai_server", "--port", str(llm_port)],
                                       cwd=PROJECT, env=env))

@@ -1,6 +1,7 @@
 """The API application factory: `create_app(settings)` builds the FastAPI app that serves
-customer conversations (`/v1/conversations`), health and metrics, OpenAPI docs (`/docs`) and
-the MCP tool server at `/mcp`.
+customer conversations (`/v1/conversations`), health and metrics, OpenAPI docs (`/docs`, with
+Swagger UI's assets served by the app itself, so they work offline) and the MCP tool server
+at `/mcp`.
 
 Everything the app needs is built here once and kept on `app.state`: the store's engine
 (`DATABASE_URL`, or the embedded server), the configured model (None when
@@ -22,9 +23,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from backend.agent.llm import OpenAICompatibleModel
 from backend.api.chat import ChatService
+from backend.api.docs import install_docs
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
-from backend.api.problems import install_problem_handlers
+from backend.api.problems import install_problem_handlers, install_problem_schema
 from backend.api.routes import conversations, health
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
@@ -90,8 +92,9 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
         title="muarl customer service",
         version="0.1.0",
         description="Customers chat with the store's agent; engineers and agents reach the store tools over MCP "
-                    "at /mcp (Bearer MUARL_MCP_TOKEN).",
-        lifespan=lifespan,
+                    "at /mcp (Bearer token of a client added with `muarl mcp-clients add NAME`). Every error is "
+                    "problem JSON (application/problem+json).",
+        lifespan=lifespan, docs_url=None, redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -100,9 +103,11 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     app.state.mcp = mcp
     app.include_router(conversations.router)
     app.include_router(health.router)
+    install_docs(app)
     install_problem_handlers(app)
+    install_problem_schema(app)
     # outermost last: metrics see everything, then the body limit, then /mcp
-    app.add_middleware(McpEndpoint, mcp_app=mcp_app, token=settings.mcp_token)
+    app.add_middleware(McpEndpoint, mcp_app=mcp_app, token=settings.mcp_token, engine=engine)
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(RequestMetrics)
     return app

@@ -41,8 +41,9 @@ log = structlog.get_logger(__name__)
 NO_MODEL = ("No language model is configured, so the agent cannot answer. Set MUARL_LLM_BASE_URL (an "
             "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM) and MUARL_LLM_MODEL (and "
             "MUARL_LLM_API_KEY if the endpoint needs one) in the environment or .env, then restart the service.")
-LEASE_POLL_S = 0.05
-BUSY_WAIT_S = 30.0
+LEASE_POLL_S = 0.05  # first pause while another process holds the turn; it doubles up to LEASE_POLL_MAX_S
+LEASE_POLL_MAX_S = 1.0
+BUSY_RETRY_AFTER_S = 5
 SYNC_COMMIT = text("SET LOCAL synchronous_commit TO on")
 
 
@@ -103,26 +104,31 @@ class ChatService:
 
     async def _take_turn(self, conversation_id: str, content: str) -> store.TurnStart:
         # another process answering this conversation: wait for it a while (a crashed one's lease
-        # expires after api_turn_lease_s), then tell the customer to retry
-        deadline = time.monotonic() + min(self.settings.api_turn_lease_s, BUSY_WAIT_S)
+        # expires after api_turn_lease_s), then tell the customer to retry. The wait holds no
+        # pooled connection: each attempt borrows one and gives it back before sleeping.
+        deadline = time.monotonic() + min(self.settings.api_turn_lease_s, self.settings.api_turn_wait_s)
         limit = self.settings.api_rate_limit_per_minute
-        async with self.engine.connect() as conn:
-            pg = await store.driver(conn)
-            while True:
+        pause = LEASE_POLL_S
+        while True:
+            async with self.engine.connect() as conn:
+                pg = await store.driver(conn)
                 start = await store.take_turn(pg, conversation_id, self.holder, self.settings.api_turn_lease_s,
                                               limit, content)
-                if start is not None:
-                    break
-                if time.monotonic() > deadline:  # another process is answering this conversation
-                    raise Problem(409, "Another message to this conversation is still being answered.")
-                await asyncio.sleep(LEASE_POLL_S)
-            if start.seq is None:  # refused: nothing was stored; give the lease back
-                await store.release_lease(pg, conversation_id, self.holder)
-                if start.status == "transferred":
-                    raise Problem(409, "This conversation was handed to a human agent; start a new conversation.")
-                raise Problem(429, f"At most {limit} messages per minute are accepted in one conversation; "
-                                   "please wait a moment.", headers={"Retry-After": "60"})
-            return start
+                if start is not None and start.seq is None:  # refused: nothing was stored; give the lease back
+                    await store.release_lease(pg, conversation_id, self.holder)
+            if start is not None:
+                break
+            if time.monotonic() + pause > deadline:  # another process is answering this conversation
+                raise Problem(409, "Another message to this conversation is still being answered; "
+                                   "please retry shortly.", headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, LEASE_POLL_MAX_S)
+        if start.seq is None:
+            if start.status == "transferred":
+                raise Problem(409, "This conversation was handed to a human agent; start a new conversation.")
+            raise Problem(429, f"At most {limit} messages per minute are accepted in one conversation; "
+                               "please wait a moment.", headers={"Retry-After": "60"})
+        return start
 
     async def _release(self, conversation_id: str, status: str | None = None) -> None:
         async with self.engine.connect() as conn:

@@ -5,6 +5,7 @@ conversation a customer's bearer token opens, and the ops-token guard for ops en
 from __future__ import annotations
 
 import hmac
+import re
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.api import conversation_store as store
 from backend.api.chat import ChatService
-from backend.api.problems import Problem
+from backend.api.problems import Problem, shown
 from backend.config import Settings
 
 _bearer = HTTPBearer(auto_error=False, description="The conversation token returned when it was started")
@@ -41,15 +42,24 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 _TOKEN_CACHE_SIZE = 100_000
 _token_hashes: dict[str, str] = {}
+# what a conversation id can look like (ours are 32 hex digits); anything else cannot name one, so it
+# never reaches the database (a NUL byte there is an error, not a miss)
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def no_conversation(conversation_id: str) -> Problem:
+    return Problem(404, f"There is no conversation {shown(conversation_id)}.")
 
 
 async def _customer_conversation(conversation_id: ConversationId, engine: EngineDep,
                                  credentials: Credentials) -> store.ConversationRow:
+    if not _CONVERSATION_ID.fullmatch(conversation_id):
+        raise no_conversation(conversation_id)
     if credentials is None or not credentials.credentials:
         raise Problem(401, "Send the conversation's token as 'Authorization: Bearer <token>'.",
                       headers={"WWW-Authenticate": "Bearer"})
     token_hash = _token_hashes.get(conversation_id)  # ids and token hashes never change: cache them
-    if token_hash is None and len(conversation_id) <= 64:
+    if token_hash is None:
         async with engine.connect() as conn:
             found = await store.get_conversation(await store.driver(conn), conversation_id)
         if found is not None:
@@ -58,7 +68,7 @@ async def _customer_conversation(conversation_id: ConversationId, engine: Engine
                 _token_hashes.clear()
             _token_hashes[conversation_id] = token_hash
     if token_hash is None:
-        raise Problem(404, f"There is no conversation {conversation_id!r}.")
+        raise no_conversation(conversation_id)
     if not store.token_matches(credentials.credentials, token_hash):
         raise Problem(403, "This token does not open this conversation.")
     return store.ConversationRow(conversation_id, token_hash, status=None, customer_user_id=None)

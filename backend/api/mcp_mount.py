@@ -1,15 +1,27 @@
-"""Serving the MCP server inside the API: `/mcp` guarded by a bearer token, plus a limit on
+"""Serving the MCP server inside the API: `/mcp` guarded by bearer tokens, plus a limit on
 request bodies for the whole app. Both are small ASGI wrappers in front of FastAPI, so the
-MCP SDK's own Starlette app handles `/mcp` untouched once the token checks out."""
+MCP SDK's own Starlette app handles `/mcp` untouched once the token checks out.
+
+A token is a registered client's (`muarl mcp-clients add NAME`, looked up on every request)
+or `MUARL_MCP_TOKEN` (the operator's token, identity `env`). The client's name travels to
+the tools in the request scope (`MCP_CLIENT_KEY`), so the audit log says who called."""
 
 from __future__ import annotations
 
 import hmac
 import json
 
+import structlog
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from backend.api import mcp_clients
 from backend.api.problems import PROBLEM_JSON
+from backend.api.unavailable import RETRY_AFTER_S, database_unavailable, unavailable_detail
+from backend.tools.mcp_server import MCP_CLIENT_KEY
+
+log = structlog.get_logger(__name__)
+ENV_CLIENT = "env"
 
 
 async def send_problem(send: Send, status: int, title: str, detail: str,
@@ -30,12 +42,14 @@ def _bearer(scope: Scope) -> str | None:
 
 
 class McpEndpoint:
-    """Sends `/mcp` to the MCP app when the request carries `Bearer <MUARL_MCP_TOKEN>`."""
+    """Sends `/mcp` to the MCP app when the request carries a known client's bearer token."""
 
-    def __init__(self, app: ASGIApp, *, mcp_app: ASGIApp, token: str | None, path: str = "/mcp") -> None:
+    def __init__(self, app: ASGIApp, *, mcp_app: ASGIApp, token: str | None, engine: AsyncEngine,
+                 path: str = "/mcp") -> None:
         self.app = app
         self.mcp_app = mcp_app
         self.token = token
+        self.engine = engine
         self.path = path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -43,15 +57,32 @@ class McpEndpoint:
         if scope["type"] != "http" or not (path == self.path or path.startswith(self.path + "/")):
             await self.app(scope, receive, send)
             return
-        if not self.token:
-            await send_problem(send, 503, "MCP disabled", "The MCP endpoint is disabled: set MUARL_MCP_TOKEN.")
-            return
         presented = _bearer(scope)
-        if presented is None or not hmac.compare_digest(presented.encode(), self.token.encode()):
-            await send_problem(send, 401, "Unauthorized", "MCP needs 'Authorization: Bearer <MUARL_MCP_TOKEN>'.",
+        client = None
+        if presented:
+            try:
+                client = await self._identify(presented)
+            except Exception as e:
+                reason = database_unavailable(e)
+                if reason is None:
+                    raise
+                log.warning("mcp.clients_unavailable", reason=reason)
+                await send_problem(send, 503, "Service unavailable", unavailable_detail(reason),
+                                   [(b"retry-after", str(RETRY_AFTER_S).encode())])
+                return
+        if client is None:
+            await send_problem(send, 401, "Unauthorized",
+                               "MCP needs 'Authorization: Bearer <token>' with a client's token "
+                               "(`muarl mcp-clients add NAME`) or MUARL_MCP_TOKEN.",
                                [(b"www-authenticate", b"Bearer")])
             return
-        await self.mcp_app(scope, receive, send)
+        await self.mcp_app({**scope, MCP_CLIENT_KEY: client}, receive, send)
+
+    async def _identify(self, presented: str) -> str | None:
+        if self.token and hmac.compare_digest(presented.encode(), self.token.encode()):
+            return ENV_CLIENT
+        async with self.engine.connect() as conn:
+            return await mcp_clients.identify(conn, presented)
 
 
 class BodyLimit:

@@ -1,5 +1,6 @@
 """ORM models of the service side: customer conversations, their messages, the tool calls
-the agent made in them, and the audit log of refused or privileged tool calls.
+the agent made in them, the audit log of refused or privileged tool calls, per-client request
+quotas and the registered MCP clients.
 
 Kept apart from the store tables (`backend.db.models`): a store export, a snapshot's
 reward or a sandbox never looks at these. A conversation holds only a hash of its bearer
@@ -113,3 +114,27 @@ class AuditEntry(Base):
     tool: Mapped[str] = mapped_column(String(256), nullable=False)
     arguments: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
     reason: Mapped[str] = mapped_column(Text, nullable=False, server_default="")
+
+
+class ClientQuota(Base):
+    """How many requests of one kind a client made in one fixed window (see `backend.api.quotas`)."""
+
+    __tablename__ = "client_quotas"
+
+    client: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)  # "conversations" | "messages"
+    window_start: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    used: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class McpClient(Base):
+    """A client of `/mcp`: its name is its identity in the audit log (`mcp:<name>`); only the
+    SHA-256 of its token is stored (`muarl mcp-clients add NAME` shows the token once)."""
+
+    __tablename__ = "mcp_clients"
+
+    name: Mapped[str] = mapped_column(String(48), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False,
+                                                    server_default=func.now())
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -6,7 +6,9 @@ conversation, which starts unauthenticated and is bound to one customer by the f
 successful `find_user_id_by_*` call. Tools ask the context before touching a customer's
 records; a refusal raises `AccessDenied`, which the registry turns into an `Error: ...`
 text for the model and reports to the context's `on_denied` hooks (the service writes
-them to the audit log).
+them to the audit log). Another customer's record is refused with the same words as a
+missing one ("order not found"), so a conversation cannot learn which ids exist; only the
+audit reason says what really happened.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ class ToolError(Exception):
 
 
 class AccessDenied(ToolError):
-    """The conversation may not see or change this record."""
+    """The conversation may not see or change this record. `str(e)` is what the caller is told;
+    `audit_reason` (default: the same) is what the audit log records."""
+
+    def __init__(self, message: str, *, audit_reason: str | None = None) -> None:
+        super().__init__(message)
+        self.audit_reason = audit_reason or message
 
 
 @dataclass
@@ -86,13 +93,14 @@ class ToolContext:
                 "find_user_id_by_name_zip)"
             )
 
-    def check_owner(self, owner_user_id: str, what: str) -> None:
-        """Refuse access to a record owned by someone other than the authenticated customer."""
+    def check_owner(self, owner_user_id: str, what: str, missing: str) -> None:
+        """Refuse access to a record owned by someone other than the authenticated customer,
+        saying `missing` (the words for a record that does not exist)."""
         if self.principal.is_staff:
             return
         self.require_authenticated()
         if owner_user_id != self.principal.user_id:
-            raise AccessDenied(f"{what} does not belong to the authenticated customer")
+            raise AccessDenied(missing, audit_reason=f"{what} does not belong to the authenticated customer")
 
     def bind_customer(self, user_id: str) -> None:
         """Bind an unauthenticated customer conversation to `user_id` (no-op for staff)."""

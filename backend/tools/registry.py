@@ -159,7 +159,7 @@ class ToolRegistry:
                 ctx.require_authenticated()
             output = await _run_in_transaction(t, ctx, args)
         except AccessDenied as e:
-            await _report_denied(ctx, t, args, str(e))
+            await _report_denied(ctx, t, args, e.audit_reason)
             return ToolResult(t.name, f"Error: {e}", ok=False, denied=True, elapsed_ms=_ms(start), arguments=args)
         except ToolError as e:
             return ToolResult(t.name, f"Error: {e}", ok=False, elapsed_ms=_ms(start), arguments=args)

@@ -14,11 +14,15 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field, field_validator
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from backend.agent.loop import AssistantStep, Reply, ToolStep
 from backend.api import conversation_store as store
-from backend.api.chat import Turn
-from backend.api.deps import ChatDep, CustomerConversation, EngineDep
+from backend.api import quotas
+from backend.api.chat import ChatService, Turn
+from backend.api.deps import ChatDep, CustomerConversation, EngineDep, SettingsDep
+from backend.api.problems import problem_responses
+from backend.config import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -98,21 +102,37 @@ class Transcript(BaseModel):
     messages: list[TranscriptMessage]
 
 
-@router.post("", status_code=201, response_model=ConversationStarted)
-async def start_conversation(engine: EngineDep, response: Response) -> ConversationStarted:
+# the errors each route can answer (all problem JSON; see backend.api.problems)
+_MESSAGE_ERRORS = problem_responses(401, 403, 404, 409, 413, 422, 429, 500, 503)
+
+
+async def _take_message_quota(content: str, chat: ChatService, engine: AsyncEngine, settings: Settings,
+                              request: Request) -> None:
+    """Refuse what `begin_turn` would refuse anyway (no model, too long) before counting the message."""
+    chat.check_message(content)
+    if quotas.limit_of(settings, "messages") > 0:
+        async with engine.connect() as conn:
+            await quotas.take(await store.driver(conn), settings, quotas.client_of(request, settings), "messages")
+
+
+@router.post("", status_code=201, response_model=ConversationStarted,
+             responses=problem_responses(413, 429, 500, 503))
+async def start_conversation(engine: EngineDep, settings: SettingsDep, request: Request,
+                             response: Response) -> ConversationStarted:
     """Start a conversation; keep the token, it opens the conversation's other endpoints."""
     async with engine.connect() as conn:
-        conversation_id, token = await store.create_conversation(await store.driver(conn))
+        pg = await store.driver(conn)
+        await quotas.take(pg, settings, quotas.client_of(request, settings), "conversations")
+        conversation_id, token = await store.create_conversation(pg)
     response.headers["Location"] = f"/v1/conversations/{conversation_id}"
     return ConversationStarted(id=conversation_id, token=token)
 
 
-@router.post("/{conversation_id}/messages", response_model=AgentReply,
-             responses={413: {"description": "message too long"}, 429: {"description": "rate limited"},
-                        503: {"description": "no model configured"}})
-async def send_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep,
-                       request: Request, response: Response) -> AgentReply:
+@router.post("/{conversation_id}/messages", response_model=AgentReply, responses=_MESSAGE_ERRORS)
+async def send_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep, engine: EngineDep,
+                       settings: SettingsDep, request: Request, response: Response) -> AgentReply:
     """Send the customer's message; the agent's reply is in `reply`."""
+    await _take_message_quota(message.content, chat, engine, settings, request)
     turn = await chat.begin_turn(conv, message.content, getattr(request.state, "request_started", None))
     reply, steps = await asyncio.shield(_in_background(chat.answer(turn)))
     response.headers["Server-Timing"] = _server_timing(turn)
@@ -123,10 +143,11 @@ async def send_message(conv: CustomerConversation, message: CustomerMessage, cha
 
 @router.post("/{conversation_id}/messages/stream",
              responses={200: {"content": {"text/event-stream": {}},
-                              "description": "events: tool_call, tool_result, reply, done"}})
-async def stream_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep,
-                         request: Request) -> StreamingResponse:
+                              "description": "events: tool_call, tool_result, reply, done"}, **_MESSAGE_ERRORS})
+async def stream_message(conv: CustomerConversation, message: CustomerMessage, chat: ChatDep, engine: EngineDep,
+                         settings: SettingsDep, request: Request) -> StreamingResponse:
     """Send the customer's message and follow the agent's work as server-sent events."""
+    await _take_message_quota(message.content, chat, engine, settings, request)
     turn = await chat.begin_turn(conv, message.content, getattr(request.state, "request_started", None))
     queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
 
@@ -152,7 +173,7 @@ async def stream_message(conv: CustomerConversation, message: CustomerMessage, c
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-@router.get("/{conversation_id}", response_model=Transcript)
+@router.get("/{conversation_id}", response_model=Transcript, responses=problem_responses(401, 403, 404, 422, 500, 503))
 async def read_transcript(conv: CustomerConversation, engine: EngineDep) -> Transcript:
     """The whole conversation: customer messages, the agent's tool calls and results, its replies."""
     async with engine.connect() as conn:

@@ -43,7 +43,7 @@ async def order_for_update(ctx: ToolContext, order_id: str) -> Record:
     )
     if found is None:
         raise ToolError("order not found")
-    ctx.check_owner(found, f"order {order_id}")
+    ctx.check_owner(found, f"order {order_id}", "order not found")
     record = await fetch_order(ctx.conn, order_id)
     assert record is not None
     return numbers(ctx, record)
@@ -53,7 +53,7 @@ async def order_for_read(ctx: ToolContext, order_id: str) -> Record:
     record = await fetch_order(ctx.conn, order_id)
     if record is None:
         raise ToolError("order not found")
-    ctx.check_owner(record["user_id"], f"order {order_id}")
+    ctx.check_owner(record["user_id"], f"order {order_id}", "order not found")
     return record
 
 

@@ -59,7 +59,7 @@ async def get_user_details(ctx: ToolContext, user_id: str) -> str:
     Args:
         user_id: The user id, such as 'sara_doe_496'.
     """
-    ctx.check_owner(user_id, f"user {user_id}")
+    ctx.check_owner(user_id, f"user {user_id}", "user not found")
     user = await fetch_user(ctx.conn, user_id)
     if user is None:
         raise ToolError("user not found")
@@ -82,7 +82,7 @@ async def modify_user_address(
         country: The country, such as 'USA'.
         zip: The zip code, such as '12345'.
     """
-    ctx.check_owner(user_id, f"user {user_id}")
+    ctx.check_owner(user_id, f"user {user_id}", "user not found")
     locked = await ctx.conn.scalar(text("SELECT id FROM customers WHERE id = :id FOR UPDATE"), {"id": user_id})
     if locked is None:
         raise ToolError("user not found")

@@ -26,8 +26,9 @@ MCP_TOKEN = "mcp-test-token"
 class ApiServer:
     """`create_app(settings)` under uvicorn in the test's event loop; `restart()` builds a new app."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, host: str = "127.0.0.1") -> None:
         self.settings = settings
+        self.host = host  # where it listens ("0.0.0.0": every interface; `url` stays on loopback)
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[Any] | None = None
         self.port = 0
@@ -40,7 +41,7 @@ class ApiServer:
     async def start(self) -> ApiServer:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", self.port))
+        sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         self.app = create_app(self.settings)
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on")

@@ -58,9 +58,12 @@ async def test_another_customers_records_are_refused_even_when_the_message_says_
     assert tool_texts[0] == me["user_id"]
     for refused in tool_texts[1:]:
         assert refused.startswith("Error: ") and other["email"] not in refused
-    audit = await db_rows(tau_db, "SELECT tool, principal_user_id FROM audit_log WHERE conversation_id = :c "
+    # worded like a missing record: the conversation cannot tell that these exist
+    assert tool_texts[1:3] == ["Error: user not found", "Error: order not found"]
+    audit = await db_rows(tau_db, "SELECT tool, principal_user_id, reason FROM audit_log WHERE conversation_id = :c "
                                   "ORDER BY id", c=chat.id)
     assert [a["tool"] for a in audit] == ["get_user_details", "get_order_details", "find_user_id_by_email"]
+    assert all("does not belong to the authenticated customer" in a["reason"] for a in audit[:2])
     assert {a["principal_user_id"] for a in audit} == {me["user_id"]}
     bound = await db_rows(tau_db, "SELECT customer_user_id FROM conversations WHERE id = :c", c=chat.id)
     assert bound[0]["customer_user_id"] == me["user_id"]

@@ -144,3 +144,38 @@ async def test_denials_are_reported(store_conn: AsyncConnection, tau_retail: dic
     await desk.text("find_user_id_by_email", email=tau_retail["users"][mine["user_id"]]["email"])
     await desk.refuses(None, "get_order_details", order_id=theirs["order_id"])
     assert seen == [("get_order_details", mine["user_id"])]
+
+
+@pytest.mark.parametrize("compat", [True, False])
+async def test_another_customers_record_is_answered_like_a_missing_one(store_conn: AsyncConnection,
+                                                                      tau_retail: dict, compat: bool) -> None:
+    """A conversation cannot learn which order or user ids exist: another customer's record gets
+    the same words as a missing one; only the audit reason says what happened."""
+    desk = _customer_desk(store_conn, compat)
+    seen = []
+
+    async def hook(call) -> None:
+        seen.append((call.tool, call.reason))
+
+    desk.ctx.on_denied.append(hook)
+    mine, theirs = _me_and_other(tau_retail)
+    await desk.text("find_user_id_by_email", email=tau_retail["users"][mine["user_id"]]["email"])
+    item = theirs["items"][0]["item_id"]
+    for name, args, missing_args in [
+        ("get_order_details", {"order_id": theirs["order_id"]}, {"order_id": "#W0000000"}),
+        ("cancel_pending_order", {"order_id": theirs["order_id"], "reason": "no longer needed"},
+         {"order_id": "#W0000000", "reason": "no longer needed"}),
+        ("modify_pending_order_items", {"order_id": theirs["order_id"], "item_ids": [item], "new_item_ids": [item],
+                                        "payment_method_id": paid_with(theirs)},
+         {"order_id": "#W0000000", "item_ids": [item], "new_item_ids": [item],
+          "payment_method_id": paid_with(theirs)}),
+        ("get_user_details", {"user_id": theirs["user_id"]}, {"user_id": "nobody_0000"}),
+        ("modify_user_address", {"user_id": theirs["user_id"], **ADDRESS}, {"user_id": "nobody_0000", **ADDRESS}),
+    ]:
+        seen.clear()
+        other = await desk.refuses(None, name, **args)
+        assert [tool for tool, _ in seen] == [name]  # the attempt on someone else's record is audited
+        assert "does not belong to the authenticated customer" in seen[0][1]
+        missing = await desk.refuses(None, name, **missing_args)
+        assert other == missing, name
+        assert "belong" not in other
