@@ -1,6 +1,6 @@
 """The `muarl` command line.
 
-Backend commands live here (`db`, `store`, and the service's `serve` / `mcp`); the
+Backend commands live here (`db`, `store`, the service's `serve` / `mcp`, the registry's `models`); the
 learning side adds its commands (`tau`, `tasks`, `eval`, ...) through the `muarl.cli`
 entry-point group, so `backend/` never imports `rl/`.
 """
@@ -126,14 +126,15 @@ def _load_plugins() -> None:
 
 
 def _load_backend_commands() -> None:
-    from backend import mcp_clients_cli, service_cli
+    from backend import mcp_clients_cli, models_cli, service_cli
 
     service_cli.register(app)
     mcp_clients_cli.register(app)
+    models_cli.register(app)
 
 
-# the service's commands run without the learning side (serving never imports rl/ or torch)
-_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients"}
+# the service's and the registry's commands run without the learning side (no rl/, no torch)
+_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients", "models"}
 
 
 def main() -> None:

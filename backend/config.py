@@ -57,6 +57,16 @@ class Settings(BaseSettings):
     api_turn_wait_s: float = Field(default=30.0, alias="MUARL_API_TURN_WAIT_S")
     metrics_access: Literal["loopback", "open", "token"] = Field(default="loopback", alias="MUARL_METRICS_ACCESS")
     metrics_token: str | None = Field(default=None, alias="MUARL_METRICS_TOKEN")
+    # model registry, engines and promotion gates (backend/serving, rl/eval/gates.py)
+    model_server_url: str = Field(default="http://127.0.0.1:8001/v1", alias="MUARL_MODEL_SERVER_URL")
+    vllm_base_url: str | None = Field(default=None, alias="MUARL_VLLM_BASE_URL")
+    engine_timeout_s: float = Field(default=30.0, alias="MUARL_ENGINE_TIMEOUT_S")
+    # the longest a serving process trusts its cached champion without the NOTIFY listener
+    champion_recheck_s: float = Field(default=5.0, alias="MUARL_CHAMPION_RECHECK_S")
+    gate_margin: float = Field(default=0.02, alias="MUARL_GATE_MARGIN")
+    gate_trials: int = Field(default=4, alias="MUARL_GATE_TRIALS")
+    gate_category_tolerance: float = Field(default=0.10, alias="MUARL_GATE_CATEGORY_TOLERANCE")
+    gate_max_excluded: float = Field(default=0.05, alias="MUARL_GATE_MAX_EXCLUDED")
 
     log_level: str = Field(default="INFO", alias="MUARL_LOG_LEVEL")
     log_json: bool = Field(default=False, alias="MUARL_LOG_JSON")

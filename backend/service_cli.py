@@ -9,10 +9,13 @@ import asyncio
 import os
 import secrets
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from backend.serving.registry import Version
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -87,12 +90,27 @@ def run(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> No
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN, or a client's own token: "
                   "muarl mcp-clients add NAME)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
-    if settings.llm_base_url and settings.llm_model:
-        console.print(f"model    {settings.llm_model} at {settings.llm_base_url}")
+    champion = asyncio.run(_champion(url))
+    if champion is not None:
+        console.print(f"model    champion {champion.id} ({champion.served_name}, {champion.engine} engine); "
+                      "promotions and rollbacks apply from the next message")
+    elif settings.llm_base_url and settings.llm_model:
+        console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (no champion in the registry)")
     else:
-        console.print("model    [yellow]none configured[/yellow]: chat answers 503 until MUARL_LLM_BASE_URL and "
-                      "MUARL_LLM_MODEL are set")
+        console.print("model    [yellow]none[/yellow]: chat answers 503 until a version is promoted "
+                      "(`muarl models promote`) or MUARL_LLM_BASE_URL and MUARL_LLM_MODEL are set")
     _serve(host, port, db_url=url, workers=workers)
+
+
+async def _champion(url: str) -> Version | None:
+    from backend.db.engine import make_engine
+    from backend.serving.registry import ModelRegistry
+
+    engine = make_engine(url, null_pool=True)
+    try:
+        return await ModelRegistry(engine).champion()
+    finally:
+        await engine.dispose()
 
 
 async def _prepare_store(url: str, benchmarks_dir: Path) -> None:

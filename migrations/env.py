@@ -8,7 +8,7 @@ from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from backend.db import service_models  # noqa: F401  (registers service tables)
+from backend.db import registry_models, service_models  # noqa: F401  (registers their tables)
 from backend.db.models import Base
 
 config = context.config

@@ -4,9 +4,10 @@ Swagger UI's assets served by the app itself, so they work offline) and the MCP 
 at `/mcp`.
 
 Everything the app needs is built here once and kept on `app.state`: the store's engine
-(`DATABASE_URL`, or the embedded server), the configured model (None when
-`MUARL_LLM_BASE_URL` / `MUARL_LLM_MODEL` are unset: the app still starts and chat answers
-503), the chat service and the MCP server, whose session manager runs in the app's lifespan.
+(`DATABASE_URL`, or the embedded server), the champion resolver (which model answers each turn:
+the registry's champion, else the `MUARL_LLM_*` endpoint; with neither the app still starts and
+chat answers 503), the chat service and the MCP server, whose session manager runs in the app's
+lifespan. Ops routes (`/v1/ops/...`) manage the model registry.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from fastapi import FastAPI
 from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from backend.agent.llm import OpenAICompatibleModel
 from backend.api.chat import ChatService
 from backend.api.docs import install_docs
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
 from backend.api.problems import install_problem_handlers, install_problem_schema
-from backend.api.routes import conversations, health
+from backend.api.routes import conversations, health, ops_models
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
+from backend.serving.champion import ChampionResolver
 from backend.tools.mcp_server import build_mcp_server
 from backend.tools.registry import RETAIL, ToolRegistry
 
@@ -66,8 +67,8 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     url = db_url or database_url(settings)
     engine = api_engine(url, settings)
     registry = retail_registry()
-    model = OpenAICompatibleModel.from_settings(settings)
-    chat = ChatService(engine, settings, model, registry)
+    resolver = ChampionResolver(engine, settings)
+    chat = ChatService(engine, settings, resolver, registry)
     mcp = build_mcp_server(engine.connect, registry)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True,
@@ -78,14 +79,15 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with mcp.session_manager.run():
+            await resolver.start()
             # everything built so far lives as long as the process: keep the garbage collector
             # from walking it again and again (long gen-2 pauses show up as p99 latency)
             gc.collect()
             gc.freeze()
-            log.info("api.started", model=model.name if model else None, mcp=bool(settings.mcp_token))
+            log.info("api.started", external_model=settings.llm_model, listening=resolver.listening,
+                     mcp=bool(settings.mcp_token))
             yield
-        if model is not None:
-            await model.close()
+        await resolver.close()
         await engine.dispose()
 
     app = FastAPI(
@@ -98,11 +100,12 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.model = model
+    app.state.resolver = resolver
     app.state.chat = chat
     app.state.mcp = mcp
     app.include_router(conversations.router)
     app.include_router(health.router)
+    app.include_router(ops_models.router)
     install_docs(app)
     install_problem_handlers(app)
     install_problem_schema(app)

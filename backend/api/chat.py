@@ -1,7 +1,7 @@
 """One customer message, end to end: checks, serialization, the agent loop and persistence.
 
 `ChatService.begin_turn` does everything that can refuse a message before any work starts
-(no model configured -> 503, too long -> 413, transferred conversation -> 409, rate limit ->
+(no model can answer -> 503, too long -> 413, transferred conversation -> 409, rate limit ->
 429) and takes the conversation's turn: an in-process lock, then the database lease, so
 concurrent messages to one conversation are answered one after the other even across
 processes. It stores the customer's message and loads the history.
@@ -10,6 +10,10 @@ assistant's tool-call message, and each tool call in the same transaction as the
 change it made, the conversation's customer binding and any audit rows for refused calls.
 The authenticated customer is read from and written to the conversation row, so the binding
 survives restarts. The lease is always released, whatever happens.
+
+The model is resolved once per turn (`backend.serving.champion`): the registry's champion, else
+the configured external endpoint. The turn keeps that target to its end, and every assistant
+message and tool call it stores records the version (`model_version`) and its served name.
 """
 
 from __future__ import annotations
@@ -30,17 +34,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from backend.agent.llm import ChatModel, ToolCallRequest
 from backend.agent.loop import AgentConfig, AgentEvent, AgentLoop, AssistantStep, Reply, ToolStep, TurnStats
 from backend.api import conversation_store as store
-from backend.api.metrics import CHAT_TURNS, TOOL_CALLS, TURN_OVERHEAD
+from backend.api.metrics import CHAT_TURNS, CHAT_TURNS_BY_VERSION, TOOL_CALLS, TURN_OVERHEAD
 from backend.api.problems import Problem
 from backend.config import Settings
+from backend.serving.champion import ChampionResolver, ServingTarget, no_model_details
 from backend.tools.context import DeniedCall, Principal, ToolContext
 from backend.tools.registry import ToolRegistry, ToolResult
 
 log = structlog.get_logger(__name__)
 
-NO_MODEL = ("No language model is configured, so the agent cannot answer. Set MUARL_LLM_BASE_URL (an "
-            "OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 for vLLM) and MUARL_LLM_MODEL (and "
-            "MUARL_LLM_API_KEY if the endpoint needs one) in the environment or .env, then restart the service.")
+NO_MODEL = ("No model can answer yet: the model registry has no champion and no external endpoint is configured. "
+            "Promote a registered version (`muarl models promote ID --reason TEXT`, or POST "
+            "/v1/ops/models/{id}/promote); it answers from the next message on, without a restart. Or set "
+            "MUARL_LLM_BASE_URL (an OpenAI-compatible endpoint) and MUARL_LLM_MODEL (and MUARL_LLM_API_KEY if "
+            "the endpoint needs one) and restart the service.")
 LEASE_POLL_S = 0.05  # first pause while another process holds the turn; it doubles up to LEASE_POLL_MAX_S
 LEASE_POLL_MAX_S = 1.0
 BUSY_RETRY_AFTER_S = 5
@@ -57,6 +64,7 @@ class Turn:
     next_seq: int
     started: float
     lock: asyncio.Lock
+    target: ServingTarget
     stats: TurnStats = field(default_factory=TurnStats)
     status: str = "open"
     assistant_seq: int = 0  # the assistant message whose tool calls are being run
@@ -64,11 +72,12 @@ class Turn:
 
 
 class ChatService:
-    def __init__(self, engine: AsyncEngine, settings: Settings, model: ChatModel | None,
+    def __init__(self, engine: AsyncEngine, settings: Settings, resolver: ChampionResolver,
                  registry: ToolRegistry) -> None:
         self.engine = engine
         self.settings = settings
-        self.model = model
+        self.resolver = resolver
+        self.model: ChatModel | None = None  # set: this in-process model answers every turn instead
         self.registry = registry
         self.agent = AgentLoop(registry, AgentConfig.from_settings(settings))
         self.holder = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -76,9 +85,18 @@ class ChatService:
 
     # -- taking a turn -----------------------------------------------------------------
 
+    async def serving_target(self) -> ServingTarget:
+        """The version answering a new turn (503 when none can)."""
+        if self.model is not None:
+            return ServingTarget(None, self.model)
+        target = await self.resolver.resolve()
+        if target is None:
+            extra = await no_model_details()
+            suffix = extra.pop("detail_suffix", "")
+            raise Problem(503, f"{NO_MODEL} {suffix}".strip(), title="No model configured", **extra)
+        return target
+
     def check_message(self, content: str) -> None:
-        if self.model is None:
-            raise Problem(503, NO_MODEL, title="No model configured")
         limit = self.settings.api_max_message_chars
         if len(content) > limit:
             raise Problem(413, f"The message has {len(content)} characters; at most {limit} are accepted.")
@@ -90,6 +108,7 @@ class ChatService:
         message; a refusal (busy, transferred, rate limited) rolls it back, so nothing changes."""
         started = time.perf_counter() if started is None else started
         self.check_message(content)
+        target = await self.serving_target()  # once per turn: the whole turn is this version's
         lock = self._lock_for(conv.id)
         await lock.acquire()
         try:
@@ -100,7 +119,8 @@ class ChatService:
         assert start.seq is not None
         history = [store.as_model_message(r) for r in start.history if not r["notice"]]
         history.append({"role": "user", "content": store.clean_text(content)})
-        return Turn(conv.id, start.customer_user_id, history, start.seq + 1, started, lock, status=start.status)
+        return Turn(conv.id, start.customer_user_id, history, start.seq + 1, started, lock, target,
+                    status=start.status)
 
     async def _take_turn(self, conversation_id: str, content: str) -> store.TurnStart:
         # another process answering this conversation: wait for it a while (a crashed one's lease
@@ -153,11 +173,13 @@ class ChatService:
 
     async def run_turn(self, turn: Turn) -> AsyncIterator[AgentEvent]:
         """Run the agent on the turn's message, persisting each step; yields the steps."""
-        assert self.model is not None
         reply: Reply | None = None
         run_tool = self._tool_runner(turn)
         try:
-            async for event in self.agent.run_turn(self.model, turn.history, run_tool, turn.stats):
+            # the turn's one version answers every model call of the turn
+            async for event in self.agent.run_turn(turn.target.model, turn.history, run_tool, turn.stats):
+                if event.model:  # what the customer sees is the version's served name
+                    event.model = turn.target.served_name
                 if isinstance(event, ToolStep) and not event.ran:  # answered without running: stored here
                     await run_tool(event, unread=event.result)
                 if isinstance(event, AssistantStep):
@@ -193,13 +215,15 @@ class ChatService:
         status = "transferred" if reply.reason == "transfer" else None
         async with self.engine.connect() as conn:
             await store.finish_turn(await store.driver(conn), turn.conversation_id, self.holder, turn.next_seq,
-                                    reply.content, reply.model, reply.notice, status)
+                                    reply.content, reply.model, reply.notice, status,
+                                    model_version=turn.target.version_id if reply.model else None)
         turn.next_seq += 1
         if status:
             turn.status = status
         overhead = max(0.0, time.perf_counter() - turn.started - turn.stats.model_seconds)
         TURN_OVERHEAD.observe(overhead)
         CHAT_TURNS.labels(reply.reason).inc()
+        CHAT_TURNS_BY_VERSION.labels(turn.target.version_id or "unregistered", reply.reason).inc()
 
     def _tool_runner(self, turn: Turn):
         async def run_tool(call: ToolCallRequest | ToolStep, unread: ToolResult | None = None) -> ToolResult:
@@ -223,7 +247,8 @@ class ChatService:
                 await store.record_tool_step(conn, store.ToolStepRecord(
                     conversation_id=turn.conversation_id, seq=seq, call_id=call_id, name=name, arguments=arguments,
                     output=result.output, outcome=result.outcome, elapsed_ms=result.elapsed_ms,
-                    model=turn.stats.models[-1] if turn.stats.models else None, assistant_seq=turn.assistant_seq,
+                    model=turn.target.served_name, model_version=turn.target.version_id,
+                    assistant_seq=turn.assistant_seq,
                     assistant=turn.pending_assistant.message if turn.pending_assistant is not None else None,
                     bind_user_id=newly_bound,
                     denied=[{"tool": d.tool, "arguments": d.arguments, "reason": d.reason,

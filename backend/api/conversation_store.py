@@ -152,8 +152,8 @@ async def take_turn(pg: asyncpg.Connection, conversation_id: str, holder: str, l
 
 _FINISH_TURN = """
 WITH reply AS (
-  INSERT INTO conversation_messages (conversation_id, seq, role, content, model, notice)
-  VALUES ($1, $3, 'assistant', $4, $5, $6)
+  INSERT INTO conversation_messages (conversation_id, seq, role, content, model, notice, model_version)
+  VALUES ($1, $3, 'assistant', $4, $5, $6, $8)
 )
 UPDATE conversations SET busy_until = NULL, busy_holder = NULL, updated_at = now(),
        status = coalesce($7, status)
@@ -162,10 +162,12 @@ UPDATE conversations SET busy_until = NULL, busy_holder = NULL, updated_at = now
 
 
 async def finish_turn(pg: asyncpg.Connection, conversation_id: str, holder: str, seq: int, content: str,
-                      model: str | None, notice: bool, status: str | None = None) -> None:
-    """In one statement: store the reply and give the turn lease back."""
+                      model: str | None, notice: bool, status: str | None = None, *,
+                      model_version: str | None = None) -> None:
+    """In one statement: store the reply (and the registry version that wrote it) and give the
+    turn lease back."""
     await pg.execute(_FINISH_TURN, conversation_id, holder, seq, clean_text(content), model and model[:256],
-                     notice, status)
+                     notice, status, model_version)
 
 
 @dataclass
@@ -182,6 +184,7 @@ class ToolStepRecord:
     elapsed_ms: float
     model: str | None
     assistant_seq: int
+    model_version: str | None = None  # the registry version that asked for the call
     assistant: dict[str, Any] | None = None  # the assistant message asking for it, when not stored yet
     bind_user_id: str | None = None  # the customer this call authenticated
     denied: list[dict[str, Any]] | None = None  # audit rows: {"tool", "arguments", "reason", "principal_user_id"}
@@ -194,19 +197,20 @@ async def record_tool_step(conn: AsyncConnection, step: ToolStepRecord) -> None:
         "t AS (INSERT INTO conversation_messages (conversation_id, seq, role, content, tool_call_id, name) "
         "VALUES (:cid, :seq, 'tool', :output, :call_id, :short_name))",
         "c AS (INSERT INTO conversation_tool_calls (conversation_id, message_seq, call_id, name, arguments, "
-        "output, outcome, elapsed_ms, model) VALUES (:cid, :aseq, :call_id, :name, :arguments, :output, "
-        ":outcome, :elapsed_ms, :model))",
+        "output, outcome, elapsed_ms, model, model_version) VALUES (:cid, :aseq, :call_id, :name, :arguments, "
+        ":output, :outcome, :elapsed_ms, :model, :model_version))",
     ]
     params: dict[str, Any] = {
         "cid": step.conversation_id, "seq": step.seq, "aseq": step.assistant_seq,
         "call_id": clean_text(step.call_id)[:128], "name": clean_text(step.name)[:256],
         "short_name": clean_text(step.name)[:128], "arguments": clean_text(step.arguments),
         "output": clean_text(step.output), "outcome": step.outcome, "elapsed_ms": float(step.elapsed_ms),
-        "model": step.model and step.model[:256],
+        "model": step.model and step.model[:256], "model_version": step.model_version,
     }
     if step.assistant is not None:
         parts.append("a AS (INSERT INTO conversation_messages (conversation_id, seq, role, content, tool_calls, "
-                     "model) VALUES (:cid, :aseq, 'assistant', :acontent, CAST(:atool_calls AS jsonb), :model))")
+                     "model, model_version) VALUES (:cid, :aseq, 'assistant', :acontent, "
+                     "CAST(:atool_calls AS jsonb), :model, :model_version))")
         params["acontent"] = clean_text(step.assistant.get("content") or "")
         params["atool_calls"] = _jsonb(step.assistant.get("tool_calls"))
     if step.bind_user_id is not None:
@@ -224,7 +228,7 @@ async def record_tool_step(conn: AsyncConnection, step: ToolStepRecord) -> None:
 
 
 _MESSAGES = """
-SELECT seq, role, content, tool_calls, tool_call_id, name, model, notice, created_at
+SELECT seq, role, content, tool_calls, tool_call_id, name, model, model_version, notice, created_at
   FROM conversation_messages WHERE conversation_id = $1 ORDER BY seq
 """
 

@@ -1,6 +1,8 @@
 """Request plumbing shared by the routes, as named `Annotated` dependencies so route
 signatures read like prose: the settings, the database engine, the chat service, the
-conversation a customer's bearer token opens, and the ops-token guard for ops endpoints."""
+conversation a customer's bearer token opens, the model registry, and the ops-token guard
+for ops endpoints (`RequireOps`: the ops actor's name, or 401 without the token, 403 with a
+wrong one, 503 when MUARL_OPS_TOKEN is not set)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import hmac
 import re
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -16,6 +18,7 @@ from backend.api import conversation_store as store
 from backend.api.chat import ChatService
 from backend.api.problems import Problem, shown
 from backend.config import Settings
+from backend.serving.registry import ModelRegistry
 
 _bearer = HTTPBearer(auto_error=False, description="The conversation token returned when it was started")
 _ops_bearer = HTTPBearer(auto_error=False, scheme_name="OpsToken", description="MUARL_OPS_TOKEN")
@@ -77,14 +80,27 @@ async def _customer_conversation(conversation_id: ConversationId, engine: Engine
 CustomerConversation = Annotated[store.ConversationRow, Depends(_customer_conversation)]
 
 
-async def _require_ops_token(settings: SettingsDep,
-                             credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_ops_bearer)]) -> None:
+async def _registry(request: Request) -> ModelRegistry:
+    return request.app.state.chat.resolver.registry
+
+
+RegistryDep = Annotated[ModelRegistry, Depends(_registry)]
+
+
+async def _require_ops_token(
+    settings: SettingsDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_ops_bearer)],
+    actor: Annotated[str | None, Header(alias="X-Ops-Actor", description="who acts (recorded in events)")] = None,
+) -> str:
     if not settings.ops_token:
         raise Problem(503, "Ops endpoints are disabled: set MUARL_OPS_TOKEN to enable them.")
-    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(),
-                                                      settings.ops_token.encode()):
+    if credentials is None or not credentials.credentials:
         raise Problem(401, "Ops endpoints need 'Authorization: Bearer <MUARL_OPS_TOKEN>'.",
                       headers={"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(credentials.credentials.encode(), settings.ops_token.encode()):
+        raise Problem(403, "This token is not the ops token (MUARL_OPS_TOKEN).")
+    name = (actor or "").strip()[:100]
+    return f"ops:{name}" if name else "ops"
 
 
-OpsAccess = Annotated[None, Depends(_require_ops_token)]
+RequireOps = Annotated[str, Depends(_require_ops_token)]
+OpsAccess = RequireOps  # the name earlier ops code used

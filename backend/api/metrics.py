@@ -17,6 +17,8 @@ HTTP_LATENCY = Histogram(
 )
 TOOL_CALLS = Counter("muarl_tool_calls_total", "Tool calls made by the chat agent", ["tool", "outcome"])
 CHAT_TURNS = Counter("muarl_chat_turns_total", "Customer messages answered, by how the turn ended", ["reason"])
+CHAT_TURNS_BY_VERSION = Counter("muarl_chat_turns_by_version_total",
+                                "Customer messages answered, by the model version that answered", ["version", "reason"])
 TURN_OVERHEAD = Histogram(
     "muarl_chat_turn_overhead_seconds", "Time of a chat turn spent outside the model",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),

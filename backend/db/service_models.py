@@ -72,6 +72,7 @@ class Message(Base):
     tool_call_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
     name: Mapped[str | None] = mapped_column(String(128), nullable=True)
     model: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    model_version: Mapped[str | None] = mapped_column(String(32), nullable=True)  # registry version id
     # a service notice to the customer (e.g. "please try again"): shown, never sent to the model
     notice: Mapped[bool] = mapped_column(Boolean, nullable=False, server_default="false")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False,
@@ -95,6 +96,7 @@ class ToolCall(Base):
     outcome: Mapped[str] = mapped_column(String(16), nullable=False)
     elapsed_ms: Mapped[float] = mapped_column(Float, nullable=False)
     model: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    model_version: Mapped[str | None] = mapped_column(String(32), nullable=True)  # registry version id
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False,
                                                     server_default=func.now())
 

@@ -76,7 +76,8 @@ class ToolCallSummary(BaseModel):
 class AgentReply(BaseModel):
     conversation_id: str
     reply: str
-    model: str | None
+    model: str | None = Field(description="The served name of the model version that answered")
+    model_version: str | None = Field(default=None, description="The registry version that answered")
     notice: bool = Field(description="True when the reply is a service notice rather than the agent's words")
     ended_by: str = Field(description="answer | transfer | llm_unavailable | step_limit | empty")
     status: str
@@ -91,6 +92,7 @@ class TranscriptMessage(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     model: str | None = None
+    model_version: str | None = Field(default=None, description="The registry version that wrote it")
     notice: bool = False
     created_at: str
 
@@ -136,7 +138,8 @@ async def send_message(conv: CustomerConversation, message: CustomerMessage, cha
     turn = await chat.begin_turn(conv, message.content, getattr(request.state, "request_started", None))
     reply, steps = await asyncio.shield(_in_background(chat.answer(turn)))
     response.headers["Server-Timing"] = _server_timing(turn)
-    return AgentReply(conversation_id=conv.id, reply=reply.content, model=reply.model, notice=reply.notice,
+    return AgentReply(conversation_id=conv.id, reply=reply.content, model=reply.model,
+                      model_version=turn.target.version_id if reply.model else None, notice=reply.notice,
                       ended_by=reply.reason, status=turn.status,
                       tool_calls=[ToolCallSummary(name=s.name, outcome=s.result.outcome) for s in steps])
 
@@ -195,6 +198,7 @@ def _sse_event(event: AssistantStep | ToolStep | Reply, turn: Turn) -> tuple[str
         return "tool_result", {"id": event.call_id, "name": event.name, "outcome": event.result.outcome,
                                "output": event.result.output}
     return "reply", {"conversation_id": turn.conversation_id, "reply": event.content, "model": event.model,
+                     "model_version": turn.target.version_id if event.model else None,
                      "notice": event.notice, "ended_by": event.reason}
 
 

@@ -1,5 +1,5 @@
 """Liveness, readiness and metrics: `/healthz` (the process answers), `/readyz` (the store's
-database is reachable and migrated; says whether a model is configured), both also for
+database is reachable and migrated; says which model version answers, if any), both also for
 `HEAD`, and `/metrics` (Prometheus), which by default only loopback clients may read
 (`MUARL_METRICS_ACCESS`: `loopback`, `open`, or `token` with `Bearer $MUARL_METRICS_TOKEN`)."""
 
@@ -38,9 +38,15 @@ async def readyz(engine: EngineDep, chat: ChatDep) -> Response | dict[str, objec
     except Exception as e:
         return problem_response(503, f"The database is not ready: {type(e).__name__}", title="Not ready",
                                 headers={"Retry-After": str(RETRY_AFTER_S)})
+    try:
+        target = await chat.resolver.resolve()
+    except Exception as e:  # the registry's tables are missing or unreadable
+        return problem_response(503, f"The model registry is not readable: {type(e).__name__}", title="Not ready",
+                                headers={"Retry-After": str(RETRY_AFTER_S)})
     return {"status": "ready", "database_revision": revision,
-            "model": chat.model.name if chat.model is not None else None,
-            "model_configured": chat.model is not None}
+            "model": target.served_name if target is not None else None,
+            "model_version": target.version_id if target is not None else None,
+            "model_configured": target is not None}
 
 
 def _is_loopback(request: Request) -> bool:

@@ -19,6 +19,11 @@ DECLARED = {
     ("/v1/conversations/{conversation_id}", "get"): {401, 403, 404, 422, 500, 503},
     ("/readyz", "get"): {500, 503},
     ("/healthz", "get"): {500},
+    ("/v1/ops/models", "get"): {401, 403, 422, 500, 503},
+    ("/v1/ops/models/{version_id}", "get"): {401, 403, 404, 422, 500, 503},
+    ("/v1/ops/models/{version_id}/promote", "post"): {401, 403, 404, 409, 422, 500, 503},
+    ("/v1/ops/rollback", "post"): {401, 403, 409, 422, 500, 503},
+    ("/v1/ops/events", "get"): {401, 403, 422, 500, 503},
 }
 
 
