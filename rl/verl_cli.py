@@ -35,3 +35,30 @@ def prepare_cmd(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     typer.echo(json.dumps(summary))
+
+
+@verl_app.command("import-checkpoint")
+def import_checkpoint_cmd(
+    path: Annotated[str, typer.Argument(help="verl checkpoint: .../global_step_N (or its actor/ folder)")],
+    out: Annotated[str, typer.Option("--out", help="where the Hugging Face folder is written")],
+    name: Annotated[str, typer.Option("--name", help="version name")] = "qwen3-verl",
+    recipe: Annotated[str | None, typer.Option("--recipe", help="the recipe it was trained with")] = None,
+    parent: Annotated[str | None, typer.Option("--parent", help="version it was trained from")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="a LoRA adapter's base version")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="vllm or local")] = "vllm",
+) -> None:
+    """Convert a verl FSDP checkpoint with verl's model merger and register it as a new version
+    (prints the version as one JSON object)."""
+    from backend.models_cli import _run, actor
+    from rl.verl.checkpoint import CheckpointError, import_checkpoint
+
+    if engine not in ("local", "vllm"):
+        typer.echo("error: --engine must be vllm or local", err=True)
+        raise typer.Exit(2)
+    try:
+        version = _run(lambda reg: import_checkpoint(path, out, reg, name=name, actor=actor(), recipe=recipe,
+                                                     parent=parent, base=base, engine=engine))
+    except CheckpointError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    print(json.dumps(version.to_json(), indent=2, default=str))
