@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
 
 
+@pytest.mark.timeout(1800)  # the verl suite takes about 5 minutes on 2 cores
 def test_verl_suite_in_verl_env() -> None:
     if not VERL_PYTHON.is_file():
         msg = f"the verl environment is missing ({VERL_PYTHON}): run `make verl-venv`"
@@ -26,6 +27,6 @@ def test_verl_suite_in_verl_env() -> None:
     # its own var dir: its embedded PostgreSQL must not be the one this suite is using (it stops it at exit)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MUARL_VAR_DIR": str(ROOT / "var" / "verl-tests")}
     r = subprocess.run([str(VERL_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/rl/verl"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=1700)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     assert " passed" in r.stdout and "skipped" not in r.stdout.splitlines()[-1], r.stdout[-2000:]
