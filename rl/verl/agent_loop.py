@@ -39,7 +39,8 @@ logger = logging.getLogger(__name__)
 
 class MuarlAgentLoop(AgentLoopBase):
     """Plays one of our episodes per sample. `env` (from agent_loops.yaml) names the environment:
-    {name, tasks, user, pool_size, max_turns} (rl/verl/environment.py)."""
+    {name, tasks, user, pool_size, max_turns} (rl/verl/environment.py), and `max_turn_tokens` (default
+    1,024) caps one agent turn."""
 
     def __init__(self, *args: Any, env: dict[str, Any] | None = None, tools: Any = None, **kwargs: Any) -> None:
         del tools  # our tools come from our registry, not verl's tool config
@@ -55,7 +56,9 @@ class MuarlAgentLoop(AgentLoopBase):
         task = env.tasks.get(task_id)
         if task is None:
             raise KeyError(f"task {task_id!r} of this sample is not in the loop's task file")
-        model = VerlServerModel(self.server_manager, self.tokenizer, sampling_params,
+        # MUA-RL: about 1,024 tokens per agent turn (the context budget bounds it further)
+        params = {**sampling_params, "max_tokens": int(self.env_spec.get("max_turn_tokens", 1024))}
+        model = VerlServerModel(self.server_manager, self.tokenizer, params,
                                 max_tokens=self.prompt_length + self.response_length,
                                 request_id=uuid.uuid4().hex, name=str(self.env_spec.get("model_name", "verl")))
         seed = int(extra_info.get("seed", kwargs.get("index", 0)) or 0)

@@ -48,6 +48,7 @@ class ScriptedServer:
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any],
                        **kw: Any) -> TokenOutput:
         self.prompts.append(list(prompt_ids))
+        self.params = dict(sampling_params)
         self.started.set()
         if self.hang:
             await asyncio.Event().wait()
@@ -190,5 +191,6 @@ async def test_turn_limit_holds(env, generated_tasks, tokenizer, verl_config) ->
     out = await make_loop(verl_config, tokenizer, server).run(dict(SAMPLING), **row(task))
     assert out.extra_fields["muarl_ended_by"] == "max_turns"
     assert out.num_turns == 30  # the customer's first message + 29 tool calls
+    assert server.params["max_tokens"] == 1024 and server.params["temperature"] == 1.0
     assert len(server.prompts) == 29
     assert out.extra_fields["muarl_excluded_flag"] == 0 and out.reward_score == 0.0
