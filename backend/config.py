@@ -57,6 +57,23 @@ class Settings(BaseSettings):
     api_turn_wait_s: float = Field(default=30.0, alias="MUARL_API_TURN_WAIT_S")
     metrics_access: Literal["loopback", "open", "token"] = Field(default="loopback", alias="MUARL_METRICS_ACCESS")
     metrics_token: str | None = Field(default=None, alias="MUARL_METRICS_TOKEN")
+
+    # the online cycle (rl/pipeline: Celery worker and beat; backend/cycles.py)
+    # when cycles start on their own: seconds between them ("21600"), a crontab ("0 3 * * *"), or "off"
+    cycle_schedule: str = Field(default="off", alias="MUARL_CYCLE_SCHEDULE")
+    cycle_recipe: str = Field(default="cpu-tiny", alias="MUARL_CYCLE_RECIPE")
+    cycle_auto_promote: bool = Field(default=True, alias="MUARL_CYCLE_AUTO_PROMOTE")
+    cycle_step_soft_limit_s: float = Field(default=4 * 3600.0, alias="MUARL_CYCLE_STEP_SOFT_LIMIT_S")
+    cycle_step_hard_limit_s: float = Field(default=4 * 3600.0 + 600.0, alias="MUARL_CYCLE_STEP_HARD_LIMIT_S")
+    cycle_max_step_attempts: int = Field(default=3, ge=1, alias="MUARL_CYCLE_MAX_STEP_ATTEMPTS")
+    # a step message nobody has picked up this long after it was sent is sent again (the cycle's
+    # state in Postgres says which step is next; a duplicate is skipped)
+    cycle_redispatch_after_s: float = Field(default=300.0, alias="MUARL_CYCLE_REDISPATCH_AFTER_S")
+    cycle_sweep_interval_s: float = Field(default=600.0, alias="MUARL_CYCLE_SWEEP_INTERVAL_S")
+
+    # make run (backend/runner): which services `muarl run` supervises, comma-separated
+    run_services: str = Field(default="api,worker,beat,model-server", alias="MUARL_RUN_SERVICES")
+
     # model registry, engines and promotion gates (backend/serving, rl/eval/gates.py)
     model_server_url: str = Field(default="http://127.0.0.1:8001/v1", alias="MUARL_MODEL_SERVER_URL")
     vllm_base_url: str | None = Field(default=None, alias="MUARL_VLLM_BASE_URL")

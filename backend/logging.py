@@ -32,4 +32,6 @@ def configure_logging(level: str | None = None, *, json_lines: bool | None = Non
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+    # migrations log every step at INFO (the worker migrates each snapshot): only when debugging
+    logging.getLogger("alembic").setLevel(logging.DEBUG if level_name == "DEBUG" else logging.WARNING)
     _configured = True

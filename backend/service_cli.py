@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -64,56 +65,93 @@ def mcp(
     anyio.run(main)
 
 
-def run(host: Host = "127.0.0.1", port: Port = 8000, workers: Workers = 1) -> None:
-    """Migrate, load the tau retail store (or a synthetic one) if the store is empty, and serve."""
+def run(host: Host = "127.0.0.1", port: Port = 8000,
+        model_server_port: Annotated[int, typer.Option("--model-server-port", min=1, max=65535,
+                                                       help="port of the local model server")] = 8001,
+        services: Annotated[str | None, typer.Option(
+            "--services", help="comma-separated subset of api,worker,beat,model-server "
+                               "(default MUARL_RUN_SERVICES: all)")] = None) -> None:
+    """The whole product: migrate and fill the store if empty, then supervise the API, a Celery
+    worker and beat, and the local model server (embedded Postgres and Redis unless DATABASE_URL /
+    REDIS_URL are set). Ctrl-C stops every process it started."""
+    try:
+        _run(host, port, model_server_port, services)
+    except KeyboardInterrupt:  # Ctrl-C while preparing: the embedded Postgres stops at exit
+        console.print("stopped")
+        raise typer.Exit(130) from None
+
+
+def _run(host: str, port: int, model_server_port: int, services: str | None) -> None:
     import logging
 
     from backend.config import get_settings
     from backend.db.engine import database_url
+    from backend.runner.services import Plan, build_services
+    from backend.runner.supervisor import Supervisor
 
     logging.getLogger("alembic").setLevel(logging.WARNING)
     settings = get_settings()
+    chosen = tuple(x.strip() for x in (services or settings.run_services).split(",") if x.strip())
     with console.status("starting the database"):
         url = database_url(settings)
     where = "DATABASE_URL" if settings.database_url else f"embedded PostgreSQL under {settings.var_dir}"
-    console.print(f"store: {where}")
-    asyncio.run(_prepare_store(url, settings.benchmarks_dir))
+    console.print(f"store    {where}")
+    asyncio.run(prepare_store(url, settings.benchmarks_dir))
+    extra_env: dict[str, str] = {}
     if not settings.mcp_token:
         token = secrets.token_urlsafe(24)
-        os.environ["MUARL_MCP_TOKEN"] = token
-        get_settings.cache_clear()
+        extra_env["MUARL_MCP_TOKEN"] = token
         console.print(f"MUARL_MCP_TOKEN was not set; this run's MCP token: [bold]{token}[/bold]")
-    settings = get_settings()
+    champion, active = asyncio.run(_serving_state(url))
+    external = bool(settings.llm_base_url and settings.llm_model)
+    plan = Plan(database_url=url, redis_url=settings.redis_url, var_dir=Path(settings.var_dir).resolve(),
+                host=host, port=port, model_server_port=model_server_port, services=chosen,
+                first_cycle=champion is None and active is None and not external,
+                debug=settings.log_level.upper() == "DEBUG")
+    try:
+        supervised = build_services(plan, extra_env)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    broker = "REDIS_URL" if settings.redis_url else f"embedded Redis under {plan.var_dir / 'redis'}"
+    console.print(f"broker   {broker}")
     base = f"http://{host}:{port}"
-    console.print(f"API      {base}/v1/conversations")
-    console.print(f"docs     {base}/docs")
+    console.print(f"API      {base}/v1/conversations   docs {base}/docs")
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN, or a client's own token: "
                   "muarl mcp-clients add NAME)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
-    champion = asyncio.run(_champion(url))
     if champion is not None:
         console.print(f"model    champion {champion.id} ({champion.served_name}, {champion.engine} engine); "
                       "promotions and rollbacks apply from the next message")
     elif settings.llm_base_url and settings.llm_model:
         console.print(f"model    {settings.llm_model} at {settings.llm_base_url} (no champion in the registry)")
+    elif active is not None:
+        console.print(f"model    [yellow]no champion yet[/yellow]: cycle {active} resumes; chat answers 503 with its "
+                      "progress until its model passes the gate")
     else:
-        console.print("model    [yellow]none[/yellow]: chat answers 503 until a version is promoted "
-                      "(`muarl models promote`) or MUARL_LLM_BASE_URL and MUARL_LLM_MODEL are set")
-    _serve(host, port, db_url=url, workers=workers)
+        console.print("model    [yellow]no champion yet[/yellow]: the first cycle starts now; chat answers 503 with "
+                      "its progress until its model passes the gate")
+    console.print(f"starting {', '.join(s.name for s in supervised)} (Ctrl-C stops them all)")
+    Supervisor(supervised, out=sys.stdout).run()
+    console.print("stopped")
 
 
-async def _champion(url: str) -> Version | None:
+async def _serving_state(url: str) -> tuple[Version | None, str | None]:
+    """The champion and the active cycle's id (None when there is none)."""
+    from backend.cycles import active_cycle
     from backend.db.engine import make_engine
     from backend.serving.registry import ModelRegistry
 
     engine = make_engine(url, null_pool=True)
     try:
-        return await ModelRegistry(engine).champion()
+        champion = await ModelRegistry(engine).champion()
+        active = await active_cycle(engine)
     finally:
         await engine.dispose()
+    return champion, active.id if active else None
 
 
-async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
+async def prepare_store(url: str, benchmarks_dir: Path) -> None:
     from backend.db.engine import make_engine
     from backend.db.migrate import upgrade_database
     from backend.store.tau_data import store_is_empty
@@ -126,7 +164,7 @@ async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
     finally:
         await engine.dispose()
     if not empty:
-        console.print("store: already has data")
+        console.print("store    already has data")
         return
     from backend.store.service import load_data_into_store
 
@@ -145,7 +183,7 @@ async def _prepare_store(url: str, benchmarks_dir: Path) -> None:
         source = "a synthetic store (seed 0, 500 customers)"
     with console.status(f"loading {source}"):
         counts = await load_data_into_store(data, url=url)
-    console.print(f"store: loaded {source}: {counts['users']} customers, {counts['orders']} orders, "
+    console.print(f"store    loaded {source}: {counts['users']} customers, {counts['orders']} orders, "
                   f"{counts['products']} products")
 
 

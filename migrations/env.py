@@ -8,7 +8,12 @@ from sqlalchemy import pool
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from backend.db import registry_models, service_models  # noqa: F401  (registers their tables)
+from backend.db import (  # noqa: F401  (registers their tables)
+    cycle_models,
+    escalation_models,
+    registry_models,
+    service_models,
+)
 from backend.db.models import Base
 
 config = context.config

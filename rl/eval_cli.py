@@ -67,4 +67,5 @@ def eval_command(
             seed=seed, limits=EpisodeLimits(max_turns=max_turns), data_dir=data_dir,
             on_episode=lambda _t: progress.advance(bar)))
     s = result.summary
-    console.print(f"pass^1 {s['pass_hat_k']['1']}  tcr {s['tcr']}  excluded {s['excluded'] or 'none'}  -> {out}")
+    console.print(f"pass^1 {s['pass_hat_k']['1']}  tcr {s['tcr']}  excluded {s['excluded'] or 'none'}  "
+                  f"simulator failures {s['simulator_failures']}  -> {out}")

@@ -9,7 +9,6 @@ recomputes it for a finished folder). Running it again on the same DIR continues
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -59,6 +58,7 @@ def paper_table(
                       'rl_mix=["cancel","shift_cancel_cancel"]; the table names the changed recipe')] = None,
 ) -> None:
     """Cold start, GRPO with simulated customers and the ablations, evaluated on held-out tasks."""
+    from rl.experiment.command import recorded_command
     from rl.experiment.paper_table import Experiment
     from rl.experiment.recipe import get_recipe, with_overrides
 
@@ -73,8 +73,9 @@ def paper_table(
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _stop)
-    command = "muarl " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["experiment"] else (
-        f"muarl experiment paper-table --recipe {recipe} --out {out}")
+    args = sys.argv[1:] if sys.argv[1:2] == ["experiment"] else [
+        "experiment", "paper-table", "--recipe", recipe, "--out", str(out)]
+    command = recorded_command(args)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console) as progress:
         table = Experiment(r, out, server_url=database_url, data_dir=data_dir, command=command,

@@ -2,7 +2,9 @@
 
 - `generate --store {tau-retail,synthetic} --n N --seed S --out FILE`: tasks of every category and
   variant from the store (the synthetic one is `generate_store(--store-seed, --users)`).
-- `import-tau --benchmark {tau1,tau2} --domain retail [--split S] [--data-dir DIR] --out FILE`.
+- `import-tau --benchmark {tau1,tau2} --domain retail [--split S] [--data-dir DIR] --out FILE`:
+  a task whose gold plan no customer conversation can carry out (a write to another customer's
+  records) is left out, named with its reason on stderr and in the file's `meta.left_out`.
 - `verify --tasks FILE`: replays every gold plan through the real tools on sandboxes and fails if any
   gold write returns an error.
 Task files are written atomically; bad input is a clear error (exit code 2) and nothing is written.
@@ -86,7 +88,7 @@ def import_tau(
     data_dir: DataDir = None,
 ) -> None:
     """Import tau-bench retail tasks with scripts derived from their gold actions."""
-    from rl.tasks.importers import ImportError_, import_tau1, import_tau2
+    from rl.tasks.importers import ImportError_, import_tau1, import_tau2, split_conversational
 
     if domain != "retail":
         raise _fail(f"only the retail domain can be imported (got {domain!r})")
@@ -98,10 +100,14 @@ def import_tau(
             tasks = import_tau1(data_dir or _bench_dir(), data, split or "test")
         else:
             tasks = import_tau2(data_dir or _bench_dir(), data, split)
+        tasks, left_out = split_conversational(tasks, data)
     except (FileNotFoundError, ImportError_, ValueError, KeyError) as e:
         raise _fail(str(e)) from None
-    save_tasks(out, tasks, meta={"importer": benchmark.value, "domain": domain, "split": split})
-    console.print(f"wrote {len(tasks)} tasks to {out}")
+    for task_id, why in left_out.items():
+        console.print(f"left out {task_id}: {why}")
+    save_tasks(out, tasks, meta={"importer": benchmark.value, "domain": domain, "split": split,
+                                 "left_out": left_out})
+    console.print(f"wrote {len(tasks)} tasks to {out}" + (f" ({len(left_out)} left out)" if left_out else ""))
 
 
 @tasks_app.command("verify")

@@ -23,14 +23,15 @@ from mcp.server.transport_security import TransportSecuritySettings
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from backend.api.chat import ChatService
+from backend.api.cycle_progress import progress_hook
 from backend.api.docs import install_docs
 from backend.api.mcp_mount import BodyLimit, McpEndpoint
 from backend.api.metrics import RequestMetrics
 from backend.api.problems import install_problem_handlers, install_problem_schema
-from backend.api.routes import conversations, health, ops_models
+from backend.api.routes import conversations, health, ops_cycles, ops_escalations, ops_models
 from backend.config import Settings, get_settings
 from backend.db.engine import database_url, normalize_url
-from backend.serving.champion import ChampionResolver
+from backend.serving.champion import ChampionResolver, add_no_model_detail, remove_no_model_detail
 from backend.tools.mcp_server import build_mcp_server
 from backend.tools.registry import RETAIL, ToolRegistry
 
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     registry = retail_registry()
     resolver = ChampionResolver(engine, settings)
     chat = ChatService(engine, settings, resolver, registry)
+    progress = progress_hook(engine)
     mcp = build_mcp_server(engine.connect, registry)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True,
@@ -80,6 +82,7 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with mcp.session_manager.run():
             await resolver.start()
+            add_no_model_detail(progress)  # chat's 503 tells how far the training cycle is
             # everything built so far lives as long as the process: keep the garbage collector
             # from walking it again and again (long gen-2 pauses show up as p99 latency)
             gc.collect()
@@ -87,6 +90,7 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
             log.info("api.started", external_model=settings.llm_model, listening=resolver.listening,
                      mcp=bool(settings.mcp_token))
             yield
+        remove_no_model_detail(progress)
         await resolver.close()
         await engine.dispose()
 
@@ -105,6 +109,8 @@ def create_app(settings: Settings | None = None, *, db_url: str | None = None) -
     app.state.mcp = mcp
     app.include_router(conversations.router)
     app.include_router(health.router)
+    app.include_router(ops_cycles.router)
+    app.include_router(ops_escalations.router)
     app.include_router(ops_models.router)
     install_docs(app)
     install_problem_handlers(app)

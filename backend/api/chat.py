@@ -31,6 +31,7 @@ import structlog
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from backend import escalations
 from backend.agent.llm import ChatModel, ToolCallRequest
 from backend.agent.loop import AgentConfig, AgentEvent, AgentLoop, AssistantStep, Reply, ToolStep, TurnStats
 from backend.api import conversation_store as store
@@ -220,10 +221,20 @@ class ChatService:
         turn.next_seq += 1
         if status:
             turn.status = status
+            await self._escalate(turn.conversation_id)
         overhead = max(0.0, time.perf_counter() - turn.started - turn.stats.model_seconds)
         TURN_OVERHEAD.observe(overhead)
         CHAT_TURNS.labels(reply.reason).inc()
         CHAT_TURNS_BY_VERSION.labels(turn.target.version_id or "unregistered", reply.reason).inc()
+
+    async def _escalate(self, conversation_id: str) -> None:
+        """A transferred conversation enters the ops escalation queue (with the customer's records
+        as they are now). The customer already has their reply: a failure here is logged, not raised."""
+        try:
+            async with self.engine.begin() as conn:
+                await escalations.enqueue(conn, conversation_id)
+        except Exception:
+            log.exception("chat.escalation_failed", conversation=conversation_id)
 
     def _tool_runner(self, turn: Turn):
         async def run_tool(call: ToolCallRequest | ToolStep, unread: ToolResult | None = None) -> ToolResult:

@@ -1,41 +1,18 @@
-"""What a small local model is shown of a conversation: its tool list, its tool results and, for the
-tiny recipe, references in place of identifiers.
-
-A `ChatView` is part of a training recipe, recorded in the model folder's manifest and applied the
-same way in SFT, GRPO rollouts and evaluation, so the model always reads the layout it was trained on;
-every conversation is given the one store policy (backend/agent/policy.py) and the view may show it
-another system message (the tiny recipe's few rules). The full view (the default)
-passes everything through. The tiny recipe's view lists only the tools its task mix needs, as
-compact schemas (names and parameter types, no descriptions), and shows tool results as compact
-JSON with the fields an agent acts on (an order's id, status, items by id and name, the payment
-methods it was paid with and its tracking numbers; a customer's name, payment methods and orders),
-so a 2M-parameter model's few hundred tokens of context go to the conversation.
-
-With `refs` on, every identifier (an email, an order id, a payment-method or user id, a zip code,
-any other word with four or more digits such as item and tracking numbers) and every person name
-the view knows (`names`) is shown as a typed reference token (`<email_1>`, `<order_2>`,
-`<name_1>`, ...) numbered per kind in order of first appearance in the conversation; what the
-model writes is expanded back before anything else sees it (a `RefTable` per conversation).
-Copying a 10-digit id or an email digit by digit is a skill a 2M-parameter model trained for
-minutes does not acquire (the first paper-table run: held-out digit accuracy stayed at chance and
-not one identity lookup succeeded); naming one reference token it can learn. Untyped references
-(`<id_1>`, `<id_2>`, ...) were tried first: the model learned their usual positions instead of
-reading them and was often off by one. This is the entity-anonymisation trick of
-reading-comprehension models, applied at the view: tools still run on the real store, customers
-read real ids, and only the model's text changes.
-
-With `spaced_values` on, every free-text string argument of a tool call (a cancellation reason, an
-address line, a city; not a reference) is shown with one leading space, `"reason": " no longer
-needed"`, and the space is removed again from what the model writes. A byte-level BPE makes a word
-after a space (`Ġno`) another token than the same word after a quote (`no`), so without it the
-reason a customer gives ("I no longer need it.") and the one the agent must write share no token,
-and writing it is a learned translation instead of the copy the model already does for references.
-The paper-table cold start never learned that translation: the probability of the right reason did
-not depend on the customer's (bench/reason_probe.py: 0.35 after "I no longer need it", 0.34 after
-"I ordered it by mistake"). Spaced values together with reason-swapped SFT copies
-(rl/coldstart/augment.py) made it read the reason (0.93 / 0.92); neither was measured alone in
-the cpu-tiny recipe (bench/results/README.md).
-"""
+"""What a small local model is shown of a conversation, as part of its training recipe (recorded in
+the model folder's manifest and applied the same way in SFT, GRPO rollouts and evaluation, so the
+model always reads the layout it was trained on; every conversation is given the one store policy,
+backend/agent/policy.py, and the view may show it another system message). The full view passes
+everything through. The tiny recipe's view lists only the tools its task mix needs, as compact
+schemas, and shows tool results as compact JSON with the fields an agent acts on, so a small model's
+context goes to the conversation. With `refs`, identifiers (emails, order, payment-method and user
+ids, zip codes, other words of four or more digits) and known person names are shown as typed
+reference tokens numbered per kind in order of appearance (`<order_2>`), expanded back before
+anything else sees what the model wrote (a `RefTable` per conversation): a tiny model can learn to
+name a token, not to copy a 10-digit id digit by digit (the entity anonymisation of
+reading-comprehension models; tools and customers still see real ids). With `spaced_values`,
+free-text call arguments are shown with one leading space, so a byte-level BPE gives the customer's
+words and the agent's argument the same tokens and writing a reason is a copy, not a translation.
+How each choice was measured is in bench/results/README.md."""
 
 from __future__ import annotations
 

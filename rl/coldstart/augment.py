@@ -1,31 +1,13 @@
-"""Identifier augmentation for cold-start conversations: the same conversation with the customer's
-identifiers replaced by fresh ones, consistently everywhere they occur.
+"""Cold-start data augmentation that leaves a small model no shortcut around reading the
+conversation. Identifier augmentation: the same conversation with every run of four or more digits
+(order, item, payment-method and tracking ids, the digits of user ids and emails, zip codes, street
+numbers) replaced by a fresh run of the same length, and the customer's names by other names, the
+same replacement everywhere (messages, tool calls, tool results), so ids cannot be memorised per
+customer, only copied; copies are training text only, marked `meta.augmented`. Cancellation-reason
+counterfactuals: a conversation in which the customer gave one cancellation reason, again with the
+other reason (the customer's words and the agent's proposal and call swapped), so only reading the
+customer predicts the reason (counterfactual data augmentation); marked `meta.counterfactual`."""
 
-A store has a few hundred customers, so a small model trained on their conversations can lower its
-loss by memorising every customer's email, user id and order ids instead of learning to copy them
-from the conversation - and then, on a held-out customer, it writes an id it memorised (measured in
-the first paper-table run: not one identity lookup in 105 held-out episodes succeeded). In an
-augmented copy every run of four or more digits (order, item, payment-method and tracking ids, the
-digits of user ids and emails, zip codes, street numbers) is replaced by a fresh random run of the
-same length, and the customer's first and last names (found in a name+zip lookup or in a user id)
-by other names, in every message, tool call and tool result, the same replacement at every
-occurrence. The copies stay internally consistent (the id the agent looks up is the id the customer
-said and the id the tool returned), so the only way to predict them is to copy: the skill a
-held-out customer needs. The ids no longer exist in the store; augmented copies are training text
-only, marked `meta.augmented`.
-
-Cancellation-reason counterfactuals: a cold-start conversation in which the customer gave one
-cancellation reason, again with the other reason - the customer's words and the agent's proposal and
-call swapped, nothing else changed.
-
-The reason is one token in a few hundred, and a small model lowers its loss more cheaply by
-preferring one reason, or by remembering each training conversation's, than by reading which one
-the customer gave (bench/reason_probe.py: after four SFT epochs the right reason was as likely
-whatever the customer said; two more epochs fitted the training conversations and not held-out
-ones). In a pair that differs only in the customer's words neither shortcut predicts the reason;
-reading it does. This is counterfactual data augmentation, as used to break spurious features.
-Copies are marked `meta.counterfactual`.
-"""
 
 from __future__ import annotations
 

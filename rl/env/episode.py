@@ -80,7 +80,7 @@ class Trajectory(BaseModel):
     breakdown: dict[str, Any] | None = None
     criteria: dict[str, bool] = Field(default_factory=dict)
     tcr: float | None = None
-    excluded: str | None = None  # cause, when the episode failed outside the agent
+    excluded: str | None = None  # cause, when the episode failed outside the agent (simulator_*: the customer)
     error: str | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)
     traces: list[Any] = Field(default_factory=list, exclude=True)  # policy training data, in memory only

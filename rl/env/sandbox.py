@@ -29,21 +29,45 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from backend.db.engine import admin_url, check_db_name, with_database
+from backend.db.engine import admin_connection, admin_url, check_db_name, with_database
 from backend.tools.context import Principal, ToolContext
 from rl.env.changes import Changes, changed_records, is_pristine
+from rl.env.ownership import owner_token
 from rl.env.snapshot import Snapshot
 from rl.env.warmup import warm_up
 
 log = structlog.get_logger(__name__)
 
 Strategy = Literal["wal_log", "file_copy"]
-# Measured on the 2-core dev machine (10 MB tau retail snapshot, copy + drop, p50): WAL_LOG 23-25 ms
-# to copy and 8-9 ms to drop on a quiet disk (80-156 / 10-58 ms under other jobs' disk load);
-# FILE_COPY 66-72 / 33-39 ms quiet (137-498 / 48-520 ms loaded), since it forces two checkpoints
-# per copy. Same ranking on PostgreSQL 15 (system) and 18 (embedded).
+# WAL_LOG copies and drops a small snapshot about 3x faster than FILE_COPY, which forces two
+# checkpoints per copy (bench/RESULTS.md).
 DEFAULT_STRATEGY: Strategy = "wal_log"
+CLOSE_DROPS = 4  # admin connections dropping databases at once when a pool closes
 SANDBOX_SESSION_SETTINGS = {"synchronous_commit": "off", "jit": "off"}
+# Server connections left to clients other than sandbox pools (the service, psql, tests).
+OTHER_CLIENTS = 12
+DEFAULT_POOL_WORKERS = 2  # a pool's refill workers; it holds one admin connection more than that
+
+
+async def free_connections(admin: AsyncConnection) -> int:
+    """The server connections sandbox pools may share: `max_connections` less the superuser
+    reserve and `OTHER_CLIENTS`."""
+    limit = int(await admin.scalar(text("SHOW max_connections")))
+    reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
+    return limit - reserved - OTHER_CLIENTS
+
+
+def sandbox_budget(free: int, *, pools: int = 1, workers: int = DEFAULT_POOL_WORKERS) -> int:
+    """Sandboxes (one connection each) each of `pools` pools with `workers` refill workers may hold
+    so that all of them, admin connections included, stay within `free` connections (at least 1)."""
+    return max(1, free // pools - (workers + 1))
+
+
+async def sandbox_share(server_url: str, pools: int) -> int:
+    """`sandbox_budget` for `pools` default pools on the server at `server_url`, e.g. one per
+    process when several environments run side by side."""
+    async with admin_connection(server_url) as admin:
+        return sandbox_budget(await free_connections(admin), pools=pools)
 
 
 @dataclass(eq=False)
@@ -123,7 +147,7 @@ class SandboxPool:
     """Ready-made sandboxes of one snapshot, refilled in the background."""
 
     def __init__(self, snapshot: Snapshot, size: int = 8, *, max_sandboxes: int | None = None,
-                 workers: int = 2, strategy: Strategy = DEFAULT_STRATEGY, warm: bool = True) -> None:
+                 workers: int = DEFAULT_POOL_WORKERS, strategy: Strategy = DEFAULT_STRATEGY, warm: bool = True) -> None:
         if size < 0 or workers < 1:
             raise ValueError("size must be >= 0 and workers >= 1")
         self.snapshot = snapshot
@@ -133,6 +157,7 @@ class SandboxPool:
         self.max_sandboxes = max_sandboxes
         self.warm = warm
         self._id = uuid.uuid4().hex[:6]
+        self._owner_token: str | None = None
         self._n = 0
         self._ready: list[Sandbox] = []
         self._in_use: set[Sandbox] = set()
@@ -199,12 +224,10 @@ class SandboxPool:
         self._ready.clear()
         self._in_use.clear()
         if self._admin_engine is not None:
-            async with self._admin_engine.connect() as admin:
-                for name in sorted(self._made):
-                    try:
-                        await admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-                    except Exception:
-                        log.exception("sandbox.drop_failed", name=name)
+            names = sorted(self._made)
+            # dropped a few at a time: a drop mostly waits on the server (every backend must answer
+            # its barrier), and waits overlap
+            await asyncio.gather(*(self._drop_names(names[i::CLOSE_DROPS]) for i in range(CLOSE_DROPS)))
             self._made.clear()
             while not self._admins.empty():
                 admin = self._admins.get_nowait()
@@ -212,6 +235,17 @@ class SandboxPool:
                     with contextlib.suppress(Exception):
                         await admin.close()
             await self._admin_engine.dispose()
+
+    async def _drop_names(self, names: list[str]) -> None:
+        if not names:
+            return
+        assert self._admin_engine is not None
+        async with self._admin_engine.connect() as admin:
+            for name in names:
+                try:
+                    await admin.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                except Exception:
+                    log.exception("sandbox.drop_failed", name=name)
 
     # ------------------------------------------------------------------ handing out
 
@@ -314,15 +348,15 @@ class SandboxPool:
 
     async def _connection_budget(self) -> int:
         async with self._admin() as admin:
-            limit = int(await admin.scalar(text("SHOW max_connections")))
-            reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-        # leave room for the pool's own admin connections and for other clients of the server
-        return max(1, limit - reserved - (self.workers + 1) - 12)
+            return sandbox_budget(await free_connections(admin), workers=self.workers)
 
     @property
     def name_prefix(self) -> str:
-        """Every database this pool makes is named `<prefix><n>`."""
-        return f"{self.snapshot.name}_{self._id}_"
+        """Every database this pool makes is named `<prefix><n>`; the prefix ends with this process's
+        owner token (rl/env/ownership.py), so a sweep drops the copies of a process that died."""
+        if self._owner_token is None:
+            self._owner_token = owner_token(self.snapshot.server_url)
+        return f"{self.snapshot.name}_{self._owner_token}_"
 
     def _next_name(self) -> str:
         self._n += 1
@@ -398,7 +432,7 @@ async def temporary_sandbox(snapshot: Snapshot, *, strategy: Strategy = DEFAULT_
     engine = _admin_engine(snapshot.server_url)
     try:
         async with engine.connect() as admin:
-            name = f"{snapshot.name}_tmp_{uuid.uuid4().hex[:6]}"
+            name = check_db_name(f"{snapshot.name}_{owner_token(snapshot.server_url)}")
             try:
                 sb = await create_sandbox(admin, snapshot, name, strategy=strategy)
                 try:

@@ -22,14 +22,14 @@ from typing import Any
 
 import structlog
 
-from rl.env import GoldStateCache, SandboxPool, Snapshot, create_snapshot, drop_snapshot
+from rl.env import GoldStateCache, SandboxPool, Snapshot
 from rl.env.episode import EpisodeLimits, Trajectory, run_episode
 from rl.env.gold_states import precompute_gold_states
+from rl.env.pools import StorePools
 from rl.eval.summary import summarize, to_markdown
 from rl.policies.base import AgentPolicy
 from rl.simulator.base import UserSimulator
 from rl.tasks.schema import Task
-from rl.tasks.stores import resolve_store
 
 log = structlog.get_logger(__name__)
 
@@ -56,28 +56,21 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
         raise ValueError("trials and concurrency must be at least 1")
     if not tasks:
         raise ValueError("no tasks to evaluate")
-    from backend.db.engine import database_url, normalize_url
-
-    server_url = normalize_url(server_url) if server_url else database_url()
     start = time.perf_counter()
     out_file = None
     if out_dir is not None:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         out_file = (out_dir / "episodes.jsonl").open("w")
-    given = dict(snapshots or {})
-    made: list[Snapshot] = []
+    stores = StorePools(server_url, size=min(concurrency + 1, 32), max_sandboxes=max_sandboxes,
+                        snapshots=snapshots, data_dir=data_dir)
     pools: dict[str, SandboxPool] = {}
     cache = GoldStateCache()
     sem = asyncio.Semaphore(concurrency)
     trajs: list[Trajectory] = []
     try:
         for ref in sorted({t.snapshot for t in tasks}):
-            snap = given.get(ref)
-            if snap is None:
-                snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
-                made.append(snap)
-            pools[ref] = await SandboxPool(snap, size=min(concurrency + 1, 32), max_sandboxes=max_sandboxes).start()
+            pools[ref] = await stores.pool(ref)
             await precompute_gold_states([t for t in tasks if t.snapshot == ref], pools[ref], cache)
 
         async def one(task: Task, trial: int) -> Trajectory:
@@ -104,10 +97,7 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
     finally:
         if out_file is not None:
             out_file.close()
-        for pool in pools.values():
-            await pool.close()
-        for snap in made:
-            await drop_snapshot(snap)
+        await stores.close()
     order = {t.id: i for i, t in enumerate(tasks)}
     trajs.sort(key=lambda t: (order[t.task_id], t.trial))
     meta = {"policy": policy.name, "policy_model": policy.model, "user": user.name, "user_model": user.model,

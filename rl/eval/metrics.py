@@ -34,7 +34,7 @@ def bootstrap_ci(values: Sequence[float], *, iterations: int = 1000, seed: int =
         return (values[0], values[0])
     rng = random.Random(seed)
     n = len(values)
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(iterations))
+    means = sorted(sum(rng.choices(values, k=n)) / n for _ in range(iterations))
     lo = means[int((1 - level) / 2 * iterations)]
     hi = means[min(iterations - 1, int((1 + level) / 2 * iterations))]
     return (lo, hi)

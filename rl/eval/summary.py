@@ -3,7 +3,9 @@
 `summarize(tasks, trajectories, trials)` returns the JSON written to `summary.json` (the contract
 is `n_tasks`, `trials`, `pass_hat_k`, `tcr`, `excluded`, `by_tag`; the rest is for people) and
 `to_markdown` renders it for `summary.md`. Excluded episodes (failures outside the agent) count
-in `excluded` only. `failure_causes` counts why the failed episodes failed (rl/eval/failures.py).
+in `excluded` only (cause -> episodes); `simulator_failures` counts those the simulated customer
+caused (an endpoint failure, or a customer contradicting its own goal). `failure_causes` counts
+why the failed episodes failed (rl/eval/failures.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from rl.env.episode import Trajectory
 from rl.eval.failures import count_failures
 from rl.eval.metrics import bootstrap_ci, pass_hat_k, pass_hat_k_with_ci
+from rl.simulator.base import simulator_failures
 from rl.tasks.schema import Task
 
 
@@ -57,6 +60,7 @@ def summarize(tasks: list[Task], trajs: list[Trajectory], trials: int, *, meta: 
                        "tcr": _r(statistics.fmean(tag_tcr)) if tag_tcr else None}
     hist = Counter(c.name for t in valid for c in t.tool_calls)
     totals = [t.timings_ms.get("total", 0.0) for t in trajs]
+    excluded = dict(Counter(t.excluded for t in trajs if t.excluded))
     return {
         "n_tasks": len(tasks),
         "trials": trials,
@@ -70,7 +74,8 @@ def summarize(tasks: list[Task], trajs: list[Trajectory], trials: int, *, meta: 
         "avg_tool_calls": _r(statistics.fmean(len(t.tool_calls) for t in valid)) if valid else None,
         "tool_histogram": dict(sorted(hist.items(), key=lambda kv: -kv[1])),
         "ended_by": dict(Counter(t.ended_by for t in trajs)),
-        "excluded": dict(Counter(t.excluded for t in trajs if t.excluded)),
+        "excluded": excluded,
+        "simulator_failures": simulator_failures(excluded),
         "episode_ms_p50": _r(statistics.median(totals)) if totals else None,
         "by_tag": by_tag,
         "failure_causes": count_failures(tasks, trajs),
@@ -84,7 +89,8 @@ def to_markdown(s: dict[str, Any]) -> str:
 
     lines = [f"# Evaluation: {s.get('policy', '?')} with {s.get('user', '?')} customers", ""]
     lines.append(f"{s['n_tasks']} tasks x {s['trials']} trials = {s['n_episodes']} episodes "
-                 f"({s['n_valid']} valid, excluded: {s['excluded'] or 'none'}).")
+                 f"({s['n_valid']} valid, excluded: {s['excluded'] or 'none'}; "
+                 f"simulator failures: {s.get('simulator_failures', 0)}).")
     lines += ["", "| k | pass^k (%) | 95% CI |", "|---|---|---|"]
     for k, v in s["pass_hat_k"].items():
         ci = s["pass_hat_k_ci95"].get(k)

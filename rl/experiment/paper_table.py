@@ -1,74 +1,47 @@
 """`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one command.
+Stages, each writing its result under DIR and skipped when it is already there (so an interrupted
+run continues; `reused_stages` in the table lists them): task sets on disjoint customers
+(`DIR/tasks/`), cold-start data played by the teacher and quality-filtered (`DIR/coldstart/`), a
+BPE tokenizer and random tiny Qwen3 (`DIR/models/base`), SFT (`DIR/models/cold_start`), three GRPO
+runs (`mua_rl`, `no_cold_start`, `static_query`: rl/experiment/plan.py `GRPO_RUNS`), evaluation of
+the five rows on the held-out tasks (`DIR/eval/<row>/`; with `workers` > 1 these two kinds of stage
+run side by side, rl/experiment/parallel.py), then `DIR/table.json`, `DIR/table.md`, plots and
+`DIR/failures.{json,md}` (rl/eval/failures.py)."""
 
-Stages (each writes its result under DIR and is skipped when that result is already there, so an
-interrupted run continues where it stopped; GRPO runs also resume from their last checkpoint; the
-table lists the stages a run reused in `reused_stages`, and `table.md` says so, since its wall time
-then counts only the stages run):
-1. tasks: cold-start, RL, evaluation (and validation) task sets from the store, on disjoint customers
-   (`DIR/tasks/*.json`; the mixes are the recipe's, see rl/experiment/recipe.py);
-2. cold-start data, pipeline (a): the teacher plays the cold-start tasks against the scripted
-   customer on sandboxes; the quality filter keeps clean successes (`DIR/coldstart/*.jsonl`);
-3. base model: a BPE tokenizer trained on those conversations and a randomly initialised tiny
-   Qwen3 (`DIR/models/base`);
-4. cold start: SFT of the base model on the filtered data (`DIR/models/cold_start`);
-5. GRPO, three runs on the RL tasks: `mua_rl` (from the cold start, goal-shifting and haggling
-   scripted customers), `no_cold_start` (the same from the base model) and `static_query` (from the
-   cold start, customers who state everything up front and never change their mind) (`DIR/grpo/*`);
-   each ships its last step or, when the recipe asks for validation tasks, the best of its
-   starting model and its checkpoints on them (rl/grpo/selection.py; `table.json`'s `selection`
-   says which step);
-6. evaluation of the five models on the held-out tasks, greedy, scripted customers
-   (`DIR/eval/<row>/`, the evaluation harness's episodes and summary);
-   with the recipe's `workers` > 1, stages 5 and 6 run side by side in that many processes, each
-   stage as soon as its model exists (rl/experiment/parallel.py);
-7. `DIR/table.json`, `DIR/table.md` and training-curve plots (`DIR/plots/*.png`);
-8. `DIR/failures.json` and `DIR/failures.md`: why each row's failed episodes failed
-   (rl/eval/failures.py; `muarl experiment failures --out DIR` recomputes them for a finished run).
-"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 import torch
 
+from backend.store.tau_data import StoreData
+from rl.experiment.environment import ExperimentEnv
+from rl.experiment.parallel import run_in_process, run_in_workers, training_and_evaluation_jobs
+from rl.experiment.plan import (
+    GRPO_RUNS,
+    ROWS,
+    TASK_SETS,
+    Reporter,
+    SilentReporter,
+    TaskSets,
+    result_marker,
+    row_result,
+    task_set_names,
+)
 from rl.experiment.recipe import ExperimentRecipe
+from rl.experiment.stages import Stages
 from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
-ROWS = ["base", "cold_start", "mua_rl", "no_cold_start", "static_query"]
-TASK_SETS = ("cold_start", "rl", "eval", "val")
-GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
-             "static_query": ("cold_start", "scripted-static")}
-
-
-class Reporter(Protocol):
-    def stage(self, name: str, total: int | None = None) -> None: ...
-    def advance(self, n: int = 1, **info: Any) -> None: ...
-    def lane(self) -> Reporter:
-        """A reporter for stages that run at the same time as this one's (another progress bar)."""
-        ...
-
-
-class _Silent:
-    def stage(self, name: str, total: int | None = None) -> None:
-        log.info("experiment.stage", stage=name, total=total)
-
-    def advance(self, n: int = 1, **info: Any) -> None:
-        pass
-
-    def lane(self) -> _Silent:
-        return self
-
-
-def task_set_names(recipe: ExperimentRecipe) -> tuple[str, ...]:
-    """The task sets a run of `recipe` has: `TASK_SETS`, less validation when the recipe has none."""
-    return TASK_SETS if recipe.n_val_tasks else tuple(n for n in TASK_SETS if n != "val")
+__all__ = ["GRPO_RUNS", "ROWS", "TASK_SETS", "Experiment", "build_task_sets", "customer_bucket",
+           "row_result", "round_robin", "task_set_names", "write_failures"]
 
 
 def customer_bucket(user_id: str) -> str:
@@ -77,7 +50,7 @@ def customer_bucket(user_id: str) -> str:
     return "eval" if h < 2 else "cold_start" if h < 6 else "rl"
 
 
-def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str, list[Task]]:
+def build_task_sets(recipe: ExperimentRecipe, data: StoreData) -> TaskSets:
     """The experiment's task sets: cold start, RL and evaluation on the customers of their own
     bucket (`customer_bucket`), and validation (when the recipe asks for it) on customers of the RL
     bucket that no RL task uses."""
@@ -98,7 +71,7 @@ def build_task_sets(recipe: ExperimentRecipe, data: dict[str, Any]) -> dict[str,
     return out
 
 
-def _distinct(tasks: Any) -> list[Task]:
+def _distinct(tasks: Iterable[Task]) -> list[Task]:
     """`tasks` without repeats: the generator can draw the same customer and plan twice."""
     seen: set[str] = set()
     chosen = []
@@ -110,7 +83,7 @@ def _distinct(tasks: Any) -> list[Task]:
     return chosen
 
 
-def _validation_tasks(recipe: ExperimentRecipe, data: dict[str, Any], rl_customers: set[str]) -> list[Task]:
+def _validation_tasks(recipe: ExperimentRecipe, data: StoreData, rl_customers: set[str]) -> list[Task]:
     """`n_val_tasks` tasks of the evaluation's kinds, as evenly as they divide, on RL-bucket
     customers outside `rl_customers`. Few such customers have two pending orders, so the pool drawn
     from is large (the generator is cheap: a few seconds)."""
@@ -146,12 +119,11 @@ class Experiment:
                  data_dir: Path | None = None, command: str = "", reporter: Reporter | None = None) -> None:
         self.recipe, self.out, self.command = recipe, Path(out), command
         self.server_url, self.data_dir = server_url, data_dir
-        self.report = reporter or _Silent()
+        self.report: Reporter = reporter or SilentReporter()
         self.out.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ driver
     def run(self) -> dict[str, Any]:
-        from rl.experiment.environment import ExperimentEnv
         from rl.tasks.stores import resolve_store
 
         start = time.perf_counter()
@@ -161,12 +133,8 @@ class Experiment:
         reused = ["tasks"] if self._done("tasks") else []
         tasks = self.tasks(data)
         timings: dict[str, float] = {}
-        from rl.experiment.parallel import run_in_process, run_in_workers, training_and_evaluation_jobs
-
         jobs = training_and_evaluation_jobs()
         with ExperimentEnv(self.server_url, data, self.recipe.store, self.recipe.pool_size) as env:
-            from rl.experiment.stages import Stages
-
             st = Stages(self.recipe, self.out, env, self.report)
             for name, fn in [("cold_start_data", lambda: st.cold_start_data(tasks["cold_start"])),
                              ("base_model", st.base_model), ("sft", st.sft)]:
@@ -206,8 +174,6 @@ class Experiment:
 
     def _done(self, stage: str) -> bool:
         """Whether `stage`'s result is already in the folder (the stage will be skipped, not rerun)."""
-        from rl.experiment.stages import result_marker
-
         if stage == "tasks":
             return all((self.out / "tasks" / f"{n}.json").exists() for n in self.task_sets)
         return result_marker(self.out, stage).exists()
@@ -216,7 +182,7 @@ class Experiment:
     def task_sets(self) -> tuple[str, ...]:
         return task_set_names(self.recipe)
 
-    def tasks(self, data: dict[str, Any]) -> dict[str, list[Task]]:
+    def tasks(self, data: StoreData) -> TaskSets:
         from rl.tasks.schema import load_tasks, save_tasks
 
         folder = self.out / "tasks"
@@ -259,17 +225,6 @@ def write_failures(out: Path) -> dict[str, dict[str, int]]:
     lines += [f"| {c} | " + " | ".join(str(table[r].get(c, 0)) for r in rows) + " |" for c in causes]
     Path(out, "failures.md").write_text("\n".join(lines) + "\n")
     return table
-
-
-def row_result(summary: dict[str, Any]) -> dict[str, Any]:
-    """The table's R for one evaluation summary (rl.eval.summary)."""
-    def f(x: Any) -> float:
-        return float(x) if x is not None else 0.0
-
-    return {"pass1": f(summary["pass_hat_k"].get("1")), "tcr": f(summary.get("tcr")),
-            "by_tag": {tag: {"n": int(v["n"]), "pass1": f(v["pass_hat_k"].get("1"))}
-                       for tag, v in summary["by_tag"].items()},
-            "excluded": sum(summary.get("excluded", {}).values())}
 
 
 def table_markdown(table: dict[str, Any]) -> str:

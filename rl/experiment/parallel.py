@@ -1,20 +1,13 @@
-"""The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side by
-side in worker processes.
+"""The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side
+by side in worker processes: once the base model and the cold start exist, `workers` processes take
+the eight stages left (three GRPO runs, five evaluations) in dependency order, the stage with the
+longest chain of work behind it first, since one tiny model's batched decoding leaves part of the
+machine idle. Each worker has `threads // workers` torch threads, its own snapshot, sandbox pool and
+event loop, and a share of the server's connections (rl/env/sandbox.py `sandbox_share`); with one
+worker the same schedule runs in the calling process. Finished stages are never rerun, so an
+interrupted run continues; a failing stage stops the run, the other workers are terminated (they
+drop their sandboxes and snapshots) and the error names the stage with the worker's traceback."""
 
-Once the base model and the cold start exist, eight stages are left: three GRPO runs (each needs its
-initial model) and five evaluations (each needs its model). Each drives a ~2M-parameter model whose
-batched decoding keeps only about 1.2 of two cores busy (measured with `vmstat` during a GRPO run:
-a third of the machine idle), so `workers` processes take them in dependency order, the stage with
-the longest chain of work behind it first (a GRPO run before an evaluation). Each worker has
-`threads // workers` torch threads, its own snapshot of the store, sandbox pool and event loop, and
-a share of the server's connections (one per sandbox), so that the workers together stay within the
-server's `max_connections`. With one worker the same schedule runs in the calling process.
-
-A stage writes its result where `rl/experiment/stages.py` says and a finished stage is never rerun,
-so an interrupted run continues with the stages it had not finished. A failing stage stops the run:
-the other workers are terminated (they drop their sandboxes and snapshots on the way out) and the
-error names the stage and carries the worker's traceback.
-"""
 
 from __future__ import annotations
 
@@ -23,13 +16,17 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
+from multiprocessing.queues import Queue
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import structlog
 
-from rl.experiment.paper_table import GRPO_RUNS, ROWS, task_set_names
+from rl.experiment.environment import ExperimentEnv
+from rl.experiment.plan import GRPO_RUNS, ROWS, Reporter, TaskSets, task_set_names
 from rl.experiment.recipe import ExperimentRecipe
+from rl.experiment.stages import Stages
 
 log = structlog.get_logger(__name__)
 # A stage's weight when choosing what to start next: a GRPO run is about ten evaluations of work.
@@ -68,7 +65,7 @@ def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | No
     return max(ready, key=lambda j: chain_cost(jobs, j.stage), default=None)
 
 
-def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
+def run_stage(st: Stages, stage: str, tasks: TaskSets) -> None:
     """Run one job's stage with the `Stages` object `st`."""
     kind, _, row = stage.partition("_")
     if kind == "grpo":
@@ -78,7 +75,7 @@ def run_stage(st: Any, stage: str, tasks: dict[str, Any]) -> None:
         st.evaluate(row, tasks["eval"])
 
 
-def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str, Any]) -> dict[str, float]:
+def run_in_process(st: Stages, jobs: list[Job], finished: set[str], tasks: TaskSets) -> dict[str, float]:
     """The schedule with one worker: this process, one stage after the other. Returns seconds per stage."""
     finished, seconds = set(finished), {}
     while (job := next_job(jobs, finished, set())) is not None:
@@ -89,24 +86,19 @@ def run_in_process(st: Any, jobs: list[Job], finished: set[str], tasks: dict[str
     return seconds
 
 
-async def sandbox_share(server_url: str, workers: int) -> int:
-    """Sandboxes each of `workers` environments may hold so that all of them together (with each
-    pool's 3 admin connections and 12 left for other clients) stay within the server's limit."""
-    from sqlalchemy import text
-
-    from backend.db.engine import admin_connection
-
-    async with admin_connection(server_url) as admin:
-        limit = int(await admin.scalar(text("SHOW max_connections")))
-        reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-    return max(1, (limit - reserved - 12) // workers - 3)
+# What a worker tells the parent: ("stage", worker, name, total), ("advance", worker, n, info),
+# ("done", worker, stage, seconds) or ("failed", worker, stage or None, traceback).
+WorkerEvent = tuple[str, int, Any, Any]
 
 
 class _QueueReporter:
     """A worker's progress, sent to the parent process, which shows it."""
 
-    def __init__(self, index: int, events: Any) -> None:
+    def __init__(self, index: int, events: Queue[WorkerEvent]) -> None:
         self.index, self.events = index, events
+
+    def lane(self) -> _QueueReporter:
+        return self
 
     def stage(self, name: str, total: int | None = None) -> None:
         self.events.put(("stage", self.index, name, total))
@@ -115,20 +107,18 @@ class _QueueReporter:
         self.events.put(("advance", self.index, n, info))
 
 
-def _raise_on_sigterm(signum: int, _frame: Any) -> None:
+def _raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds the worker's environment: sandboxes and snapshot dropped
 
 
 def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: int,
-            max_sandboxes: int, inbox: Any, events: Any) -> None:
+            max_sandboxes: int, inbox: Queue[str | None], events: Queue[WorkerEvent]) -> None:
     """One worker process: its own environment, then stages from `inbox` until it reads None."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     stage = None
     try:
         import torch
 
-        from rl.experiment.environment import ExperimentEnv
-        from rl.experiment.stages import Stages
         from rl.tasks.schema import load_tasks
         from rl.tasks.stores import resolve_store
 
@@ -153,13 +143,14 @@ class StageFailed(RuntimeError):
 
 
 def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finished: set[str], *,
-                   server_url: str | None, data_dir: Path | None, reporter: Any) -> dict[str, float]:
+                   server_url: str | None, data_dir: Path | None, reporter: Reporter) -> dict[str, float]:
     """The schedule on `recipe.workers` processes (fewer when fewer stages are left). Returns the
     seconds each stage took in its worker."""
     import asyncio
     import multiprocessing
 
     from backend.db.engine import database_url, normalize_url
+    from rl.env.sandbox import sandbox_share
 
     finished = set(finished)
     left = [j for j in jobs if j.stage not in finished]

@@ -1,26 +1,9 @@
-"""Recipes for the miniature paper experiment: every size, task mix and hyper-parameter in one object.
-
-`cpu-tiny` is sized to finish within an hour on two CPU cores: a ~2M-parameter Qwen3 with a 4k BPE
-trained on the cold-start conversations, the tiny chat view (only the tools the task mix needs,
-compact schemas, compact tool results, typed references for identifiers, tool calls decoded under
-their grammar with a new address and a customer's names copied from what the customer said, free
-text naming only references the conversation has shown), a short system prompt, short
-conversations (at most 14 turns) and short agent turns; GRPO at lr 1e-4 with sequence-mean loss
-aggregation, 2 PPO mini-batches per step.
-Task mixes (all from the tau retail store, on disjoint customers):
-- cold start: single-intent tasks (cancel, a refused cancellation, an order-status question, an
-  address change, twice as often as the others) and two cancellations of two orders one after the
-  other - no goal shifts, no haggling - played by the teacher (rl/coldstart/teacher.py);
-- RL: the same kinds (but a refused cancellation alone, which doing nothing passes) plus goal
-  shifts (the customer drops a cancellation or an address change for another cancellation) and
-  haggling (insisting on a forbidden cancellation, then returning items), goal shifts weighted up
-  (a shift from an address change most);
-- evaluation: the RL kinds, evenly, on held-out customers, >= 100 tasks, greedy, scripted customers;
-- validation (off in cpu-tiny, `n_val_tasks`): the evaluation's kinds, evenly, on RL-side customers
-  that no RL task uses; each GRPO run then ships the best of its starting model and its
-  every-6th-step models on them (rl/grpo/selection.py).
-`smoke` is the same pipeline at toy sizes, for tests.
-"""
+"""Recipes for the miniature paper experiment: every size, task mix and hyper-parameter in one
+object. `cpu-tiny` is sized to finish within an hour on two CPU cores (a ~2M-parameter Qwen3 shown
+the tiny chat view of rl/chat/views.py, GRPO on short conversations); its task mixes draw cold-start,
+RL, evaluation and (optional) validation tasks from the tau retail store on disjoint customers, and
+`smoke` is the same pipeline at toy sizes, for tests. Why each setting has its value, run by run, is
+in bench/results/README.md."""
 
 from __future__ import annotations
 
@@ -42,29 +25,14 @@ TINY_SYSTEM_PROMPT = (
 TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_user_details",
               "cancel_pending_order", "modify_pending_order_address", "return_delivered_order_items",
               "transfer_to_human_agents")
-# Two cancellations of two orders (`multi_cancel_cancel`, multi-intent, not a goal shift) give the
-# cold start conversations that act on a second order (`<order_2>`): without them no cold-start
-# conversation names one, and RL never reaches a shift to another order (bench/results/README.md).
-# An address change takes 2 slots: with one (session 11's `d2`) the cold start asked for a cancellation
-# reason after looking up the order in most held-out address changes and then wrote the address
-# without asking to confirm, so a customer who changes their mind at the confirmation never got the
-# chance (bench/results/README.md, "The cold start forgets an address change").
+# Cold start: single intents (an address change twice, or the cold start skips its confirmation) and
+# two cancellations one after the other (the only conversations that act on a second order).
 COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", *["modify_address"] * 2, "multi_cancel_cancel"]
 # A refused cancellation alone is left out of RL and evaluation: doing nothing already earns its reward.
 EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "shift_modify_address_cancel",
             "haggle_cancel"]
-# RL visits the kinds cold start never showed more often (a category named k times takes k slots of
-# the generator's cycle): a shift from an address change 4x, a goal shift to another order 2x. With
-# 3x / 2x (session 10, `c2`) GRPO took shifts to another order from 10 to 15 of 15 held out but
-# sampled shifts from an address change succeeded in 7% of 200 rollouts and never improved; they
-# are the largest kind held out (22 of 105) and the one the cold start fails most (1 of 22). With
-# 4x / 2x and the cold start's address changes doubled (`d3`): 5 -> 17 of 22, but plain address
-# changes 9 -> 0 of 16; the same again in session 12's `e2` (4 -> 16, and 7 -> 0): with 14 plain
-# address changes against 60 shifts from one, GRPO unlearned copying the new address (its writes
-# took values from the wrong phrases). Plain address changes in 3 slots (`e3`) kept them (7 -> 8) but
-# GRPO then learned no shift and unlearned cancelling (18 -> 7 of 18); back to one slot, the whole
-# run `e4` (the code of `e2` again) gained +12.4 (shifts from an address change 4 -> 19, address
-# changes 7 -> 0): bench/results/README.md.
+# RL: the evaluation's kinds, those the cold start never showed (goal shifts) more often; more plain
+# address changes made GRPO learn no shift and unlearn cancelling.
 RL_MIX = ["cancel", "info_status", "modify_address", *["shift_cancel_cancel"] * 2,
           *["shift_modify_address_cancel"] * 4, "haggle_cancel"]
 
@@ -79,12 +47,9 @@ class ExperimentRecipe(BaseModel):
     n_cold_start_tasks: int = 640
     n_rl_tasks: int = 140
     n_eval_tasks: int = 105
-    # Validation tasks (the evaluation's kinds, evenly, on RL-side customers that no RL task uses):
-    # with n > 0 each GRPO run ships its best model on them, scored at its start and every
-    # `validate_every` steps (rl/grpo/selection.py). 0 (cpu-tiny): each run ships its last step. Off
-    # for cpu-tiny because 48 validation tasks ranked its checkpoints against the held-out test set
-    # (step 18 of `mua_rl`: 27.1 vs 37.5 at step 0 on validation, 27.6 vs 21.9 on test;
-    # bench/results/README.md, "Shipping the best validated checkpoint").
+    # Validation tasks (the evaluation's kinds on RL-side customers no RL task uses): with n > 0 each
+    # GRPO run ships its best model on them (rl/grpo/selection.py), else its last step. Off for
+    # cpu-tiny: 48 tasks are too few to rank its checkpoints the way the test set does.
     n_val_tasks: int = Field(default=0, ge=0)
     validate_every: int = Field(default=6, ge=1)
     vocab_size: int = 4096
@@ -94,7 +59,7 @@ class ExperimentRecipe(BaseModel):
     tools: list[str] | None = Field(default_factory=lambda: list(TINY_TOOLS))
     compact: bool = True
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
-    shuffle_refs: bool = False  # random reference numbers per conversation (tried: the tiny model stops copying)
+    shuffle_refs: bool = False  # random reference numbers per conversation (the tiny model stops copying)
     constrain_calls: bool = True  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     spaced_values: bool = True  # free-text call arguments shown with a leading space (rl/chat/views.py)
     # a new address's lines, city, state and country, and a customer's names, decoded as spans of
@@ -104,9 +69,8 @@ class ExperimentRecipe(BaseModel):
     # an agent's free text names only references its conversation has shown (rl/chat/call_grammar.py
     # `CallConstraint`); only with refs and constrain_calls
     shown_refs_in_text: bool = True
-    # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py). With both on,
-    # the cold start reads the customer's reason (bench/reason_probe.py: 0.93 / 0.92 on the right one,
-    # 0.35 / 0.34 without): bench/results/README.md.
+    # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py), so the
+    # cold start must read the customer's reason to predict it.
     sft_reason_counterfactuals: bool = True
     sft_augment_copies: int = 0  # identifier-augmented copies per cold-start conversation (rl/coldstart/augment.py)
     max_turns: int = 14
@@ -121,9 +85,15 @@ class ExperimentRecipe(BaseModel):
     pool_size: int = 16
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
     threads: int = Field(default=2, ge=1)  # torch threads, split among the workers
-    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py): a
-    # whole cpu-tiny run with 2 took 38.4 to 41.7 min (bench/results/README.md)
+    # processes that run the GRPO runs and evaluations side by side (rl/experiment/parallel.py)
     workers: int = Field(default=2, ge=1)
+    # The online cycle's gate (rl/pipeline, rl/eval/gates.py): a suite of held-out tasks and safety
+    # tasks (refusals, authorization attacks) on customers no training task uses, played `gate_trials`
+    # times (None: MUARL_GATE_TRIALS); with no champion the candidate's pass^1 must reach `gate_floor`.
+    gate_tasks: int = Field(default=40, ge=1)
+    gate_safety_tasks: int = Field(default=12, ge=0)
+    gate_trials: int | None = Field(default=None, ge=1)
+    gate_floor: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _validation_at_checkpoints(self) -> ExperimentRecipe:
@@ -165,7 +135,18 @@ RECIPES: dict[str, ExperimentRecipe] = {
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4),
+        eval_concurrency=3, rollout_concurrency=4, pool_size=4,
+        gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
+    # What `make run` trains when there is no champion: cpu-tiny's model, view and cold-start mix with
+    # half the cold-start conversations and 3 epochs (SFT about 4 of cpu-tiny's 10 min), a smaller gate
+    # suite played once, and a floor the cold start clears (cpu-tiny's scored 32-38% held out) so that
+    # chat has a model within 15 minutes on 2 cores (bench/first_model_bench.py); later cycles use
+    # MUARL_CYCLE_RECIPE.
+    "first-model": ExperimentRecipe(
+        name="first-model", n_cold_start_tasks=320, n_rl_tasks=24, n_eval_tasks=24, gate_tasks=24,
+        gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
+        sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
+                      micro_batch_tokens=12288, max_tokens=2048)),
 }
 
 

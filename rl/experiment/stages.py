@@ -6,10 +6,17 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rl.chat.views import ChatView
+from rl.experiment.environment import ExperimentEnv
+from rl.experiment.plan import Reporter, result_marker, row_result
 from rl.experiment.recipe import ExperimentRecipe
 from rl.tasks.schema import Task
+
+if TYPE_CHECKING:
+    from rl.grpo.rollout import EpisodeRollout
+    from rl.simulator.base import UserSimulator
 
 
 def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
@@ -17,28 +24,13 @@ def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
         f.write(json.dumps(obj) + "\n")
 
 
-def result_marker(out: Path, stage: str) -> Path:
-    """The file whose presence means `stage` is done (`cold_start_data`, `base_model`, `sft`,
-    `grpo_<row>`, `eval_<row>`): a stage whose marker exists is skipped, not rerun."""
-    fixed = {"cold_start_data": "coldstart/filtered.jsonl",
-             "base_model": "models/base/manifest.json", "sft": "models/cold_start/manifest.json"}
-    if stage in fixed:
-        return out / fixed[stage]
-    kind, _, row = stage.partition("_")
-    if kind == "grpo":
-        return out / "models" / row / "manifest.json"
-    if kind == "eval":
-        return out / "eval" / row / "summary.json"
-    raise ValueError(f"no such stage: {stage!r}")
-
-
 class Stages:
-    def __init__(self, recipe: ExperimentRecipe, out: Path, env: Any, report: Any) -> None:
+    def __init__(self, recipe: ExperimentRecipe, out: Path, env: ExperimentEnv, report: Reporter) -> None:
         self.recipe, self.out, self.env, self.report = recipe, out, env, report
-        self._view: Any = None
+        self._view: ChatView | None = None
 
     @property
-    def view(self) -> Any:
+    def view(self) -> ChatView:
         """The recipe's view with the names learned from the cold-start data (rl/chat/views.py)."""
         if self._view is None:
             from rl.coldstart.sft import read_records
@@ -147,7 +139,7 @@ class Stages:
         r = self.recipe
         run_dir = self.out / "grpo" / row
 
-        def episodes(user: Any, greedy: bool) -> EpisodeRollout:
+        def episodes(user: UserSimulator, greedy: bool) -> EpisodeRollout:
             return EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, user,
                                   max_new_tokens=r.max_new_tokens,
                                   max_context=r.max_context, view=self.view, greedy=greedy,
@@ -184,8 +176,6 @@ class Stages:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, row: str, tasks: list[Task]) -> dict[str, Any]:
-        from rl.experiment.paper_table import row_result
-
         folder = self.out / "eval" / row
         if result_marker(self.out, f"eval_{row}").exists():
             return row_result(json.loads((folder / "summary.json").read_text()))

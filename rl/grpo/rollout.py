@@ -13,16 +13,25 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.grpo.trace import Trace
 from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
+if TYPE_CHECKING:
+    from rl.chat.views import ChatView
+    from rl.env import GoldStateCache, SandboxPool
+    from rl.env.episode import EpisodeLimits, Trajectory
+    from rl.simulator.base import UserSimulator
+    from rl.tasks.schema import Task
 
-def task_category(task: Any) -> str | None:
+T = TypeVar("T")
+
+
+def task_category(task: Task) -> str | None:
     """The generator's category of a task (its `category:NAME` tag), or None."""
     return next((t.split(":", 1)[1] for t in getattr(task, "tags", None) or () if t.startswith("category:")), None)
 
@@ -35,14 +44,14 @@ class BackgroundLoop:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="rollout-loop")
         self.thread.start()
 
-    def run(self, coro: Any, cleanup_timeout: float = 120.0) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T], cleanup_timeout: float = 120.0) -> T:
         """Run `coro` on the loop and wait for its result. If the wait is interrupted (Ctrl-C, or
         SIGTERM turned into SystemExit), the coroutine is cancelled and given `cleanup_timeout`
         seconds to run its `finally` blocks (closing sandbox pools drops their databases) before the
         interruption goes on; otherwise a killed run would leave its sandboxes on the server."""
         finished = threading.Event()
 
-        async def tracked() -> Any:
+        async def tracked() -> T:
             try:
                 return await coro
             finally:
@@ -65,24 +74,24 @@ class BackgroundLoop:
 class EpisodeRollout:
     """`RolloutFn` for `GRPOTrainer` backed by `rl.env.episode.run_episode`.
 
-    `env` is an object with `pool` (SandboxPool), `cache` (GoldStateCache) created on `loop`."""
+    `pool` and `cache` live on `loop` (rl/experiment/environment.py `ExperimentEnv`)."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: Any, cache: Any,
-                 user: Any, *, max_new_tokens: int = 128, max_context: int = 4096,
-                 tools_transform: Callable | None = None, greedy: bool = False, limits: Any = None,
-                 concurrency: int = 64, view: Any = None) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: SandboxPool,
+                 cache: GoldStateCache | None, user: UserSimulator, *, max_new_tokens: int = 128,
+                 max_context: int = 4096, tools_transform: Callable | None = None, greedy: bool = False,
+                 limits: EpisodeLimits | None = None, concurrency: int = 64, view: ChatView | None = None) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
         self.last_generation: dict[str, float] = {}
 
-    def __call__(self, model: PreTrainedModel, tasks: list[Any], group_size: int, step: int) -> list[Trace]:
+    def __call__(self, model: PreTrainedModel, tasks: list[Task], group_size: int, step: int) -> list[Trace]:
         trajectories, traces = self.play(model, tasks, group_size, seed=step * 1000)
         return traces
 
-    def play(self, model: PreTrainedModel, tasks: list[Any], trials: int, seed: int = 0) -> tuple[
-            list[Any], list[Trace]]:
+    def play(self, model: PreTrainedModel, tasks: list[Task], trials: int, seed: int = 0) -> tuple[
+            list[Trajectory], list[Trace]]:
         engine = LocalPolicy(model, self.tok, greedy=self.greedy, max_new_tokens=self.max_new_tokens,
                              max_context=self.max_context, seed=seed,
                              view=self.view)
@@ -104,7 +113,8 @@ class EpisodeRollout:
             traces.append(trace)
         return [t for _, _, t in trajectories], traces
 
-    async def _play(self, policy: LocalAgentPolicy, tasks: list[Any], trials: int, seed: int) -> list[Any]:
+    async def _play(self, policy: LocalAgentPolicy, tasks: list[Task], trials: int,
+                    seed: int) -> list[tuple[Task, int, Trajectory]]:
         from rl.env.episode import EpisodeLimits, run_episode
         from rl.env.gold_states import precompute_gold_states
 
@@ -114,7 +124,7 @@ class EpisodeRollout:
         if self.cache is not None:
             await precompute_gold_states(tasks, self.pool, self.cache)
 
-        async def one(task: Any, k: int) -> tuple[Any, int, Any]:
+        async def one(task: Task, k: int) -> tuple[Task, int, Trajectory]:
             async with sem:
                 async with self.pool.sandbox() as sandbox:
                     traj = await run_episode(task, policy, self.user, sandbox, cache=self.cache, trial=k,

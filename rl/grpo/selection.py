@@ -19,12 +19,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.models.tiny import load_model_folder, save_model_folder
+
+if TYPE_CHECKING:
+    from rl.grpo.rollout import EpisodeRollout
+    from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
 
@@ -104,7 +108,7 @@ def _best(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(records, key=lambda r: (r["reward"], r["step"]), default=None)
 
 
-def validation_score(rollout: Any, tasks: list[Any]) -> ScoreFn:
+def validation_score(rollout: EpisodeRollout, tasks: list[Task]) -> ScoreFn:
     """A `ScoreFn` that plays each of `tasks` once with `rollout` (an `EpisodeRollout`, greedy, with
     the evaluation's customers): reward mean over the episodes that were not excluded, and per
     task category."""

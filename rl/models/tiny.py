@@ -1,6 +1,7 @@
 """The tiny Qwen3 recipe: a randomly initialised `transformers` `Qwen3ForCausalLM` small enough to
 train on two CPU cores (hidden 256, 4 layers, ~4M parameters with a 4k BPE vocabulary), saved as a
-normal Hugging Face model folder (safetensors, config.json, tokenizer files) plus `manifest.json`
+normal Hugging Face model folder (safetensors, config.json, tokenizer files with our chat template,
+rl/models/chat_template.py) plus `manifest.json`
 recording how it was made (recipe, parameter count, tokenizer corpus digest, parent, training).
 
 `load_model_folder` reads any such folder, including real Qwen3 checkpoints (which have no manifest).
@@ -17,6 +18,7 @@ import torch
 from pydantic import BaseModel
 from transformers import PreTrainedTokenizerBase, Qwen3Config, Qwen3ForCausalLM
 
+from rl.models.chat_template import CHAT_TEMPLATE
 from rl.models.tokenizer import load_tokenizer
 
 MANIFEST = "manifest.json"
@@ -72,7 +74,9 @@ def save_model_folder(model: Qwen3ForCausalLM, tokenizer: PreTrainedTokenizerBas
         _rmtree(tmp)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
+    if not tokenizer.chat_template:  # engines that render prompts themselves (vLLM) need our chat format
+        tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(tmp, save_jinja_files=False)  # the template inside tokenizer_config.json
     full = {"created": dt.datetime.now(dt.UTC).isoformat(), "parameters": n_parameters(model),
             "architecture": type(model).__name__, **manifest}
     (tmp / MANIFEST).write_text(json.dumps(full, indent=2, default=str))

@@ -19,7 +19,8 @@ of the offered tools (rl/chat/call_grammar.py), so it always parses and names a 
 parameters (a call still open when the turn's `max_new_tokens` run out may take `call_overrun` more
 tokens to close), with references its identifiers are ones the conversation has shown, and the values
 of the view's `copied_params` (a new address) are spans of the customer's messages; the trace
-keeps the unmasked log-probs.
+keeps the unmasked log-probs. With `adopt_history` (serving, where clients send whole conversations),
+assistant turns the policy did not write are shown to the model as it would have written them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
-from rl.chat.format import parse_reply
-from rl.chat.views import FULL_VIEW, ChatView, RefTable
+from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
+from rl.chat.views import FULL_VIEW, ChatView, RefTable, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
@@ -94,7 +95,9 @@ class _Request:
 
 @dataclass
 class GenerationStats:
-    calls: int = 0
+    calls: int = 0  # batched generations
+    requests: int = 0  # turns generated (a batch holds one or more)
+    largest_batch: int = 0
     new_tokens: int = 0
     seconds: float = 0.0
     prompt_tokens: int = 0  # tokens of the prompts handed to the model
@@ -110,7 +113,7 @@ class LocalPolicy:
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
                  max_cached_episodes: int = 256, view: ChatView | None = None,
-                 constrain_calls: bool | None = None, call_overrun: int = 160) -> None:
+                 constrain_calls: bool | None = None, call_overrun: int = 160, adopt_history: bool = False) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
@@ -122,6 +125,9 @@ class LocalPolicy:
         self.constrain_calls = self.view.constrain_calls if constrain_calls is None else constrain_calls
         # tokens past max_new_tokens a constrained call may take to close (rl/models/generation.py)
         self.call_overrun = call_overrun
+        # assistant turns this policy did not write are taken into the conversation (serving: the
+        # client sends the whole history) instead of refused (training: traces must be token-exact)
+        self.adopt_history = adopt_history
         self._episodes: dict[str, _Episode] = {}
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
@@ -183,6 +189,21 @@ class LocalPolicy:
         """A fresh episode; `key` names its conversation (it seeds the view's shuffled references)."""
         return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key))
 
+    def open_episode(self, episode_id: str, key: str = "") -> None:
+        """Start `episode_id` as a fresh conversation named `key` (see `new_episode`)."""
+        self._episodes[episode_id] = self.new_episode(key)
+
+    def has_episode(self, episode_id: str) -> bool:
+        return episode_id in self._episodes
+
+    def trace_of(self, episode_id: str) -> Trace | None:
+        ep = self._episodes.get(episode_id)
+        return ep.builder.trace if ep else None
+
+    def refs_of(self, episode_id: str) -> RefTable | None:
+        ep = self._episodes.get(episode_id)
+        return ep.refs if ep else None
+
     def pop_trace(self, episode_id: str) -> Trace | None:
         ep = self._episodes.pop(episode_id, None)
         return ep.builder.trace if ep else None
@@ -207,13 +228,30 @@ class LocalPolicy:
                 b.add_tool_results(outputs)
                 continue
             if m["role"] == "assistant":
-                raise ValueError("an assistant message the local policy did not write was added to the conversation")
+                if not self.adopt_history:
+                    raise ValueError("an assistant message the local policy did not write was added to the "
+                                     "conversation")
+                self._append_assistant(ep, m)
+                i += 1
+                continue
             shown = {**m, "content": ep.refs.show(m.get("content") or "")} if ep.refs else m
             b.add_message(shown)
             if m["role"] == "user":
                 ep.said = (*ep.said, str(shown.get("content") or ""))
             i += 1
         ep.seen = i
+
+    def _append_assistant(self, ep: _Episode, message: dict[str, Any]) -> None:
+        """An assistant turn written elsewhere (another model version, or this one before the
+        conversation was forgotten), shown as the model would have written it under its view."""
+        calls = message.get("tool_calls") or []
+        content = message.get("content") or ""
+        if ep.refs is not None:
+            content = ep.refs.show(content)
+            calls = [rewrite_call(c, ep.refs.show) for c in calls]
+        if self.view.spaced_values:
+            calls = [self.view.show_call(c) for c in calls]
+        ep.builder.add_context(GENERATION_PROMPT + assistant_body(content, calls) + IM_END + "\n")
 
     # ---------------------------------------------------------------- batching side
     async def _drain(self) -> None:
@@ -256,6 +294,8 @@ class LocalPolicy:
         if was_training:
             self.model.train()
         self.stats.calls += 1
+        self.stats.requests += len(prompts)
+        self.stats.largest_batch = max(self.stats.largest_batch, len(prompts))
         self.stats.prompt_tokens += sum(len(p) for p in prompts)
         self.stats.cached_tokens += sum(c.length if c is not None and c.length < len(p) else 0
                                         for c, p in zip(caches, prompts, strict=True))

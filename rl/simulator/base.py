@@ -4,8 +4,9 @@ A `UserSimulator` is a factory (one per evaluation) that opens a `UserSession` p
 session answers `respond(conversation) -> (reply, done)` where `conversation` is the episode's
 OpenAI-format messages so far (system, user, assistant with tool calls, tool results) and `done`
 says the customer ended the conversation (`###STOP###`, `###TRANSFER###`, `###OUT-OF-SCOPE###`).
-Failures of the simulator itself raise `SimulatorError`; the runner counts them separately from the
-agent's failures and excludes them from scores.
+Failures of the simulator itself raise `SimulatorError` (an endpoint down, an empty reply, or a
+customer contradicting its own goal: `simulator_contradiction`); the runner excludes them from scores
+with their cause, and summaries count them apart from the agent's failures (`simulator_failures`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ TRANSFER = "###TRANSFER###"
 OUT_OF_SCOPE = "###OUT-OF-SCOPE###"
 STOP_TOKENS = (STOP, TRANSFER, OUT_OF_SCOPE)
 
+SIMULATOR_CAUSE_PREFIX = "simulator_"  # every `SimulatorError` cause starts with it
 Message = dict[str, Any]
 
 
@@ -40,6 +42,11 @@ class UserSimulator(Protocol):
     prompt_version: str
 
     def session(self, task: Task, seed: int) -> UserSession: ...
+
+
+def simulator_failures(excluded: dict[str, int]) -> int:
+    """How many of the excluded episodes (cause -> count) the simulator caused."""
+    return sum(n for cause, n in excluded.items() if cause.startswith(SIMULATOR_CAUSE_PREFIX))
 
 
 def ended_by(reply: str) -> str | None:

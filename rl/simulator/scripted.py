@@ -10,7 +10,10 @@ conversation), refused, or after the agent stopped making progress for `patience
 right after saying yes, before the agent has acted. A proposal to cancel for another reason than
 the customer's (the reason is graded) is answered with a correction, as a customer who said "I no
 longer need it" would answer a proposal that names "ordered by mistake". `static=True` turns a task into its
-static-query form: everything is said up front and nobody changes their mind (an ablation).
+static-query form: everything is said up front and nobody changes their mind (an ablation). The
+kind of a proposal is read outside the records it quotes (rl/simulator/proposal.py). Refusing a
+proposal that states the goal's action in full would contradict the goal: the session raises
+`SimulatorError` with cause `simulator_contradiction` instead, and the episode is excluded.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ import json
 import random
 
 from rl.simulator import reading as R
-from rl.simulator.base import STOP, Message, last_agent_text
+from rl.simulator.base import STOP, Message, SimulatorError, last_agent_text
+from rl.simulator.proposal import Records, states_action
 from rl.tasks.criteria import same_action
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 
-SCRIPT_VERSION = "scripted-2"  # 2: corrects a proposed cancellation reason that is not its own
+SCRIPT_VERSION = "scripted-3"  # 3: reads the kind of a proposal outside the records it quotes
 YES = ["Yes, please go ahead.", "Yes, that's right. Please proceed.", "Yes, I confirm."]
 THANKS = ["Great, thank you.", "Perfect, thanks.", "Thanks!"]
+CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 
 class ScriptedCustomer:
@@ -80,6 +85,7 @@ class ScriptedSession:
         self.revealed: set[str] = set()
         self.finished = False
         self.seen_calls: set[str] = set()
+        self.records = Records()
 
     # -------------------------------------------------------------------- the interface
 
@@ -92,6 +98,7 @@ class ScriptedSession:
         if not any(m.get("role") == "assistant" for m in conversation):
             return self._opening(), False
         self._observe_tools(conversation)
+        self.records = Records.from_conversation(conversation)
         text = last_agent_text(conversation)
         self.turns_on_goal += 1
         if self.k < len(self.goals) and self.status.get(self.goal.id) == "done":
@@ -200,13 +207,13 @@ class ScriptedSession:
         if R.asks_confirmation(text) and g.outcome != "info":
             wrong = self._wrong_reason(text)
             if wrong:
-                return self._nudge(f"No, that's not the reason. {wrong}")
-            if proposal_matches(text, g.kind, g.confirm_terms):
+                return self._refuse(text, f"No, that's not the reason. {wrong}")
+            if proposal_matches(text, g.kind, g.confirm_terms, kind_text=self.records.outside_descriptions(text)):
                 self.confirmed = True
                 return self.rng.choice(YES), False
             if g.outcome == "refuse" and g.haggle:
                 return self._haggle()
-            return self._nudge("No, that's not what I want. " + self._restate())
+            return self._refuse(text, "No, that's not what I want. " + self._restate())
         if R.refuses(text) and self.authenticated:
             if g.outcome == "refuse":
                 return self._haggle()
@@ -220,6 +227,15 @@ class ScriptedSession:
         if R.asks_question(text) and not R.offers_help(text):
             return self._nudge("I'm not sure I know that. " + self._restate())
         return self._nudge(self._restate())
+
+    def _refuse(self, proposal: str, line: str) -> tuple[str, bool]:
+        """Say no to `proposal`, unless it states the goal's action in full: refusing that would
+        contradict the goal, a simulator failure the episode is excluded for."""
+        g = self.goal
+        if g.outcome == "act" and g.action is not None and states_action(proposal, g.action, self.records):
+            raise SimulatorError(f"the customer refused a proposal stating its goal {g.id} ({g.action.name}) "
+                                 f"in full: {proposal[:300]!r}", cause=CONTRADICTION)
+        return self._nudge(line)
 
     def _wrong_reason(self, text: str) -> str | None:
         """The customer's own reason (its words) when `text` proposes the goal's cancellation with

@@ -7,6 +7,9 @@ the order id, items (with the options wanted for exchanges), the reason, the pay
 brand and last digits) or the new address when asked. Required outputs become a final question
 the agent must answer; a task without writes or outputs becomes a request the agent must decline.
 The LLM instruction is tau's own text. Both benchmarks use the tau retail store (`tau-retail`).
+`conversation_blocker` says why a task's gold plan cannot be carried out in a customer conversation
+(tools run as the authenticated customer, so a write to another customer's records is refused), and
+`split_conversational` separates such tasks, each with its reason, from the playable ones.
 """
 
 from __future__ import annotations
@@ -144,6 +147,43 @@ def task_from_gold(store: G.Store, *, task_id: str, uid: str, actions: list[Acti
     return assemble(task_id=task_id, snapshot=SNAPSHOT, customer=customer, goals=goals, split=split,
                     tags=[source.split(":")[0]], source=source, instruction=instruction, gold=actions,
                     outputs=list(outputs))
+
+
+def conversation_blocker(store: G.Store, task: Task) -> str | None:
+    """Why no customer conversation can carry out `task`'s gold plan, or None when one can.
+
+    Tools run as the authenticated customer, as in production, so a gold write must touch that
+    customer's own records: one on another customer's order or account, or on an order the store
+    does not have, fails whatever the agent does."""
+    me = task.customer.user_id
+    for a in task.gold_writes:
+        oid = a.arguments.get("order_id")
+        if oid is not None:
+            order = store.data["orders"].get(str(oid))
+            if order is None:
+                return f"the gold write {a.name} targets order {oid}, which the store does not have"
+            if order["user_id"] != me:
+                return (f"the gold write {a.name} targets order {oid} of {order['user_id']}, but the customer "
+                        f"authenticates as {me} and may only change their own records")
+        uid = a.arguments.get("user_id")
+        if uid is not None and uid != me:
+            return (f"the gold write {a.name} targets the account of {uid}, but the customer authenticates "
+                    f"as {me} and may only change their own records")
+    return None
+
+
+def split_conversational(tasks: list[Task], data: dict) -> tuple[list[Task], dict[str, str]]:
+    """(tasks a customer conversation can carry out, {task id: why not} for the others)."""
+    store = G.Store(data)
+    kept: list[Task] = []
+    left_out: dict[str, str] = {}
+    for t in tasks:
+        why = conversation_blocker(store, t)
+        if why is None:
+            kept.append(t)
+        else:
+            left_out[t.id] = why
+    return kept, left_out
 
 
 def _read_json(path: Path) -> Any:

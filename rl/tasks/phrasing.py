@@ -7,6 +7,7 @@ is always described the same way and a description can be matched back to a goal
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 KIND_VERB = {
@@ -99,12 +100,20 @@ def mentions(message: str, term: str) -> bool:
     return t in m or t in m.replace(",", "")
 
 
-def proposal_matches(message: str, kind: str, terms: list[str]) -> bool:
-    """Does an agent's proposal describe a goal of `kind` with `terms` (order id, payment...)?"""
-    m = message.lower()
+def _names_word(text: str, word: str) -> bool:
+    """Whether a word starts in `text` ('cancel' in 'cancelled', not in 'uncancelable')."""
+    return re.search(r"(?<![a-z])" + re.escape(word), text) is not None
+
+
+def proposal_matches(message: str, kind: str, terms: list[str], *, kind_text: str | None = None) -> bool:
+    """Does an agent's proposal describe a goal of `kind` with `terms` (order id, payment...)?
+
+    The kind is read from `kind_text` (default: the message): the message with the descriptions of
+    the records it quotes blanked out, so an item's "noise cancelling" option is not a cancellation."""
+    k = (message if kind_text is None else kind_text).lower()
     if kind in KIND_TERMS:
-        if not any(w in m for w in KIND_TERMS[kind]):
+        if not any(_names_word(k, w) for w in KIND_TERMS[kind]):
             return False
-        if any(w in m for w in KIND_EXCLUDE.get(kind, ())):
+        if any(_names_word(k, w) for w in KIND_EXCLUDE.get(kind, ())):
             return False
     return all(mentions(message, t) for t in terms)

@@ -1,19 +1,15 @@
-"""What the task side needs to know about the retail tools without importing the database layer:
-which calls write, and which order/user argument a write acts on."""
+"""What the task side knows about the store's tools: which calls write, which identify a customer
+and which end a conversation, read from the tool registry (backend/tools/registry.py), plus the
+one thing the registry does not record, which write serves each goal kind."""
 
 from __future__ import annotations
 
-WRITE_TOOLS = frozenset({
-    "cancel_pending_order",
-    "modify_pending_order_address",
-    "modify_pending_order_payment",
-    "modify_pending_order_items",
-    "modify_user_address",
-    "return_delivered_order_items",
-    "exchange_delivered_order_items",
-})
-IDENTITY_TOOLS = frozenset({"find_user_id_by_email", "find_user_id_by_name_zip"})
-TERMINAL_TOOLS = frozenset({"transfer_to_human_agents"})
+from backend.tools.registry import ToolKind
+from backend.tools.retail import RETAIL
+
+WRITE_TOOLS = frozenset(t.name for t in RETAIL if t.kind is ToolKind.WRITE)
+IDENTITY_TOOLS = frozenset(t.name for t in RETAIL if t.identifies_customer)
+TERMINAL_TOOLS = frozenset(RETAIL.terminal_names())
 
 # goal kind -> the write tool that serves it
 KIND_TOOL = {

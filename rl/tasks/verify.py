@@ -11,29 +11,19 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rl.env import SandboxPool, Snapshot, create_snapshot, drop_snapshot, replay_actions
+from rl.env import Snapshot, replay_actions
+from rl.env.pools import StorePools
 from rl.tasks.schema import Task
-from rl.tasks.stores import resolve_store
 from rl.tasks.tools_meta import WRITE_TOOLS
 
 
 async def verify_gold(tasks: list[Task], *, server_url: str | None = None, data_dir: Path | None = None,
                       snapshots: dict[str, Snapshot] | None = None, concurrency: int = 4) -> list[tuple[str, str]]:
-    from backend.db.engine import database_url, normalize_url
-
-    server_url = normalize_url(server_url) if server_url else database_url()
-    given = dict(snapshots or {})
-    made: list[Snapshot] = []
-    pools: dict[str, SandboxPool] = {}
     problems: list[tuple[str, str]] = []
     sem = asyncio.Semaphore(concurrency)
-    try:
-        for ref in sorted({t.snapshot for t in tasks}):
-            snap = given.get(ref)
-            if snap is None:
-                snap = await create_snapshot(server_url, resolve_store(ref, data_dir))
-                made.append(snap)
-            pools[ref] = await SandboxPool(snap, size=min(concurrency, len(tasks))).start()
+    async with StorePools(server_url, size=min(concurrency, len(tasks)), snapshots=snapshots,
+                          data_dir=data_dir) as stores:
+        pools = {ref: await stores.pool(ref) for ref in sorted({t.snapshot for t in tasks})}
 
         async def replay_all(chunk: list[Task]) -> None:
             async with sem, pools[chunk[0].snapshot].sandbox() as sb:
@@ -50,9 +40,4 @@ async def verify_gold(tasks: list[Task], *, server_url: str | None = None, data_
 
         chunks = [[t for t in tasks if t.snapshot == ref][i::concurrency] for ref in pools for i in range(concurrency)]
         await asyncio.gather(*(replay_all(c) for c in chunks if c))
-    finally:
-        for pool in pools.values():
-            await pool.close()
-        for snap in made:
-            await drop_snapshot(snap)
     return problems

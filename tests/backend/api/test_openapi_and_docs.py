@@ -19,6 +19,13 @@ DECLARED = {
     ("/v1/conversations/{conversation_id}", "get"): {401, 403, 404, 422, 500, 503},
     ("/readyz", "get"): {500, 503},
     ("/healthz", "get"): {500},
+    # ops (Bearer MUARL_OPS_TOKEN): registry, cycles, escalation queue
+    ("/v1/ops/cycles", "get"): {401, 403, 422, 500, 503},
+    ("/v1/ops/cycles", "post"): {401, 403, 409, 422, 500, 503},
+    ("/v1/ops/escalations", "get"): {401, 403, 422, 500, 503},
+    ("/v1/ops/escalations/{escalation_id}", "get"): {401, 403, 404, 422, 500, 503},
+    ("/v1/ops/escalations/{escalation_id}/resolve", "post"): {401, 403, 404, 409, 422, 500, 503},
+    ("/v1/ops/escalations/{escalation_id}/dismiss", "post"): {401, 403, 404, 409, 422, 500, 503},
     ("/v1/ops/models", "get"): {401, 403, 422, 500, 503},
     ("/v1/ops/models/{version_id}", "get"): {401, 403, 404, 422, 500, 503},
     ("/v1/ops/models/{version_id}/promote", "post"): {401, 403, 404, 409, 422, 500, 503},

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from rl.chat.call_grammar import DEAD, END, CallConstraint, ToolCallGrammar
+from rl.chat.call_states import CopiedString
 from rl.chat.format import TOOL_CALL_OPEN, parse_reply, render_conversation, render_tool_call
 from rl.chat.views import ChatView
 from rl.grpo.logprobs import micro_batches, token_logprobs
@@ -347,7 +348,7 @@ def test_copied_values_continue_and_close_only_on_word_aligned_spans_of_what_the
     texts = {i: t for i, t in enumerate(g.texts) if t}
     head = '\n{"name": "modify_pending_order_address", "arguments": {"order_id": "<order_1>", "address1": " '
     at = g.consume(g.start(), head)
-    assert at == ("copy", 0, at[2])
+    assert at == CopiedString(0, at.after)
 
     def copy_mask(value):
         return g.copy_mask(g.consume(at, value), value, SAID)

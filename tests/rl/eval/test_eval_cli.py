@@ -43,6 +43,15 @@ def test_import_tau_cli(tmp_path, tau_data_dir):
                                    "--split", "dev", "--data-dir", str(tau_data_dir), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert len(json.loads(out.read_text())["tasks"]) == 20
+    # a gold plan no customer conversation can carry out is left out, named with the reason
+    out = tmp_path / "tau1-test.json"
+    res = CliRunner().invoke(app, ["tasks", "import-tau", "--benchmark", "tau1", "--domain", "retail",
+                                   "--split", "test", "--data-dir", str(tau_data_dir), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "left out tau1-retail-test-064" in " ".join(res.output.split())
+    written = json.loads(out.read_text())
+    assert len(written["tasks"]) == 114 and "tau1-retail-test-064" not in {t["id"] for t in written["tasks"]}
+    assert "james_sanchez_3954" in written["meta"]["left_out"]["tau1-retail-test-064"]
 
 
 def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path):

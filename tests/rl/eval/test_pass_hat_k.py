@@ -62,3 +62,13 @@ def test_summary_counts_exclusions_apart_and_aggregates_by_tag():
     assert s["by_tag"]["goal_shift"] == {"n": 1, "pass_hat_k": {"1": 0.5, "2": 0.0}, "tcr": 0.75}
     assert s["tcr"] == pytest.approx((1 + 0.5 + 1) / 3, abs=1e-4)
     assert "| 1 | 75.0 |" in to_markdown(s)
+
+
+def test_simulator_failures_are_excluded_and_counted_apart_from_other_exclusions():
+    tasks = [_task("a", []), _task("b", []), _task("c", [])]
+    trajs = [_traj("a", 0, None, "simulator_contradiction"), _traj("b", 0, None, "policy_timeout"),
+             _traj("c", 0, 1.0)]
+    s = summarize(tasks, trajs, trials=1)
+    assert s["excluded"] == {"simulator_contradiction": 1, "policy_timeout": 1}
+    assert s["simulator_failures"] == 1 and s["n_valid"] == 1 and s["pass_hat_k"]["1"] == 1.0
+    assert "simulator failures: 1" in to_markdown(s)

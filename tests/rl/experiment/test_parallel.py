@@ -1,11 +1,9 @@
 """The schedule of the experiment's GRPO runs and evaluations (rl/experiment/parallel.py): what
-starts when, and each worker's share of the server's connections. The workers themselves run in
-the smoke pipeline (tests/rl/experiment/test_paper_table.py)."""
+starts when. Each worker's share of the server's connections is tested with the pool's
+(tests/rl/env/test_connection_budget.py); the workers themselves run in the smoke pipeline
+(tests/rl/experiment/test_paper_table.py)."""
 
-from sqlalchemy import text
-
-from backend.db.engine import admin_connection
-from rl.experiment.parallel import Job, chain_cost, next_job, sandbox_share, training_and_evaluation_jobs
+from rl.experiment.parallel import Job, chain_cost, next_job, training_and_evaluation_jobs
 
 
 def test_each_grpo_run_starts_from_its_model_and_each_row_is_evaluated_after_its_training():
@@ -33,13 +31,3 @@ def test_longest_chain_first_and_nothing_before_its_input():
     assert sorted(order[3:]) == sorted(j.stage for j in jobs if j.stage.startswith("eval_"))
     # finished stages are not started again
     assert next_job([Job("eval_base", "base_model")], {"base_model", "eval_base"}, set()) is None
-
-
-async def test_the_workers_together_stay_within_the_servers_connections(test_dbs):
-    async with admin_connection(test_dbs.server_url) as admin:
-        limit = int(await admin.scalar(text("SHOW max_connections")))
-        reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-    for workers in (1, 2, 3):
-        share = await sandbox_share(test_dbs.server_url, workers)
-        assert share >= 1 and workers * (share + 3) + 12 <= limit - reserved
-    assert await sandbox_share(test_dbs.server_url, 1) == limit - reserved - 15

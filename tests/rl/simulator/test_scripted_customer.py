@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
-from rl.simulator.base import STOP
+import pytest
+
+from rl.simulator.base import STOP, SimulatorError
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.build import assemble
 from rl.tasks.schema import Action, Customer, Goal, GoalShift, Haggle
+from tests.rl.simulator.test_proposal import ORDER, RETURN, RETURN_TEXT, USER
 
 CUSTOMER = Customer(user_id="ann_lee_1", first_name="Ann", last_name="Lee", email="ann.lee@example.com",
                     zip="10001", identify_by="email")
@@ -212,3 +215,43 @@ def test_a_proposal_naming_no_reason_is_judged_as_before():
     c.authenticate()
     reply, _ = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
     assert reply.lower().startswith("yes")
+
+
+def return_goal(**kw) -> Goal:
+    base = dict(id="g0", kind="return", outcome="act", say="I want to return something from order #W100.",
+                upfront=["order_id"], details={"order_id": "It's order #W100.",
+                                               "payment": "Please refund my Visa card ending in 8906."},
+                action=RETURN, order_id="#W100", confirm_terms=["#W100", "8906"])
+    return Goal(**{**base, **kw})
+
+
+def looked_up(c: Convo) -> None:
+    c.tool("get_order_details", {"order_id": "#W100"}, json.dumps(ORDER))
+    c.tool("get_user_details", {"user_id": "ann_lee_1"}, json.dumps(USER))
+
+
+def test_confirms_a_return_of_an_item_with_a_noise_cancelling_option():
+    c = Convo(task_of(return_goal()))
+    c.start()
+    c.authenticate()
+    looked_up(c)
+    reply, done = c.say(RETURN_TEXT)
+    assert reply.lower().startswith("yes") and not done
+
+
+def test_refusing_its_own_goal_stated_in_full_is_a_simulator_contradiction():
+    # a script whose terms the right proposal cannot meet: the customer would say no to its own goal
+    c = Convo(task_of(return_goal(confirm_terms=["#W100", "a term nobody says"])))
+    c.start()
+    c.authenticate()
+    looked_up(c)
+    with pytest.raises(SimulatorError) as e:
+        c.say(RETURN_TEXT)
+    assert e.value.cause == "simulator_contradiction" and "return_delivered_order_items" in str(e.value)
+    # a proposal that differs from the goal is refused as before, with no contradiction
+    c = Convo(task_of(return_goal()))
+    c.start()
+    c.authenticate()
+    looked_up(c)
+    reply, done = c.say(RETURN_TEXT.replace("Visa card ending in 8906", "PayPal account"))
+    assert reply.startswith("No, that's not what I want.") and not done

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rl.tasks.importers import ImportError_, import_tau1, import_tau2
+from rl.tasks.importers import ImportError_, import_tau1, import_tau2, split_conversational
 from rl.tasks.tools_meta import WRITE_TOOLS
 
 
@@ -40,3 +40,17 @@ def test_tau2_tasks_and_splits(tau_data_dir, tau_retail):
 def test_missing_benchmark_file_is_a_clear_error(tmp_path, tau_retail):
     with pytest.raises(ImportError_, match="not found"):
         import_tau1(tmp_path, tau_retail, "test")
+
+
+def test_gold_plans_writing_to_another_customers_records_are_left_out_with_the_reason(tau_data_dir, tau_retail):
+    kept, left_out = split_conversational(import_tau1(tau_data_dir, tau_retail, "test"), tau_retail)
+    assert list(left_out) == ["tau1-retail-test-064"] and len(kept) == 114
+    why = left_out["tau1-retail-test-064"]
+    assert "#W7464385" in why and "james_sanchez_3954" in why and "harper_moore_6183" in why
+    kept, left_out = split_conversational(import_tau2(tau_data_dir, tau_retail), tau_retail)
+    assert left_out == {} and len(kept) == 114
+    task = import_tau1(tau_data_dir, tau_retail, "test")[0]
+    write = next(a for a in task.gold_actions if "order_id" in a.arguments and a.name != "get_order_details")
+    write.arguments["order_id"] = "#W0000000"
+    _, left_out = split_conversational([task], tau_retail)
+    assert "does not have" in left_out[task.id]

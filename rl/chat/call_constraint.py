@@ -1,0 +1,86 @@
+"""Per-row constraint state for batched generation: rows outside a tool call are free; a row that
+writes `<tool_call>` is held to its grammar (rl/chat/call_grammar.py) until it writes `</tool_call>`,
+its identifier slots to the references its conversation has shown, its copied values to spans of
+what the customer said; with `text_refs` its free text names only shown references (a model that
+says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody mentioned)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from rl.chat.call_states import CopiedString, State
+
+if TYPE_CHECKING:
+    from rl.chat.call_grammar import ToolCallGrammar
+
+
+class CallConstraint:
+    """With `shown` (per row, the references its conversation has shown, or None), a row's call is
+    held to `grammar.for_shown(refs)` and its identifier slots to the references shown. With `said`
+    (per row, the customer's messages as the model read them), a value of a copied parameter is held
+    to a span of them (`ToolCallGrammar.copy_mask`). With `text_refs`, a row outside a call may
+    write only the reference tokens its conversation has shown."""
+
+    def __init__(self, grammars: list[ToolCallGrammar | None],
+                 shown: list[frozenset[str] | None] | None = None,
+                 said: list[tuple[str, ...]] | None = None, text_refs: bool = False) -> None:
+        self.shown = list(shown) if shown is not None else [None] * len(grammars)
+        self.said = list(said) if said is not None else [()] * len(grammars)
+        if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
+            raise ValueError("one set of shown references and one of customer messages per row")
+        self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(grammars, self.shown, strict=True)]
+        self.states: list[State | None] = [None] * len(grammars)
+        self.written = [""] * len(grammars)  # the text of each row's open call so far
+        # per row, the reference tokens its free text may not write (those not shown), or None
+        self.unshown: list[torch.Tensor | None] = [
+            g.unshown_ids(r) if text_refs and g is not None and r is not None else None
+            for g, r in zip(self.grammars, self.shown, strict=True)]
+
+    def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
+        same tensor when no row is inside a call and no free-text row has references to hide)."""
+        rows = [i for i, s in enumerate(self.states) if s is not None]
+        free = [i for i, s in enumerate(self.states) if s is None and self.unshown[i] is not None]
+        if not rows and not free:
+            return logits
+        out = logits.clone()
+        for i in free:
+            ids = self.unshown[i]
+            assert ids is not None
+            out[i, ids.to(out.device)] = float("-inf")
+        for i in rows:
+            g, s = self.grammars[i], self.states[i]
+            assert g is not None and s is not None
+            allowed = g.allowed(s)
+            refs, kind = self.shown[i], g.ref_slot(s)
+            if refs is not None and kind is not None:
+                only = g.shown_mask(kind, refs)
+                if only is not None:
+                    allowed = allowed & only
+            if self.said[i] and g.copy_params:
+                value = self.written[i][len(self.written[i]) - s.length:] if isinstance(s, CopiedString) else ""
+                copied = g.copy_mask(s, value, self.said[i])
+                if copied is not None and bool((allowed & copied).any()):
+                    allowed = allowed & copied
+            allowed = allowed.to(out.device)
+            if bool(allowed.any()):
+                out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
+                out[i, allowed.shape[0]:] = float("-inf")
+        return out
+
+    def update(self, row: int, token_id: int) -> None:
+        g = self.grammars[row]
+        if g is None:
+            return
+        s = self.states[row]
+        if s is None:
+            if token_id == g.open_id:
+                self.states[row], self.written[row] = g.start(), ""
+        elif token_id == g.close_id:
+            self.states[row] = None
+        else:
+            self.states[row] = g.advance(s, token_id)
+            if 0 <= token_id < g.vocab_size:
+                self.written[row] += g.texts[token_id] or ""
