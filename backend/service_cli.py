@@ -65,6 +65,19 @@ def mcp(
     anyio.run(main)
 
 
+def local_ops_token(var_dir: Path) -> Path:
+    """The file holding this installation's ops token when MUARL_OPS_TOKEN is unset: made once (owner
+    read/write only) and kept under var/, so a second `make run` signs ops in with the same token. Its
+    path is printed, never the token (it would end up in terminal logs)."""
+    path = var_dir / "ops-token"
+    if not path.exists():
+        var_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+    return path
+
+
 def run(host: Host = "127.0.0.1", port: Port = 8000,
         model_server_port: Annotated[int, typer.Option("--model-server-port", min=1, max=65535,
                                                        help="port of the local model server")] = 8001,
@@ -102,6 +115,11 @@ def _run(host: str, port: int, model_server_port: int, services: str | None) -> 
         token = secrets.token_urlsafe(24)
         extra_env["MUARL_MCP_TOKEN"] = token
         console.print(f"MUARL_MCP_TOKEN was not set; this run's MCP token: [bold]{token}[/bold]")
+    ops_token_note = "MUARL_OPS_TOKEN"
+    if not settings.ops_token:
+        token_file = local_ops_token(Path(settings.var_dir))
+        extra_env["MUARL_OPS_TOKEN"] = token_file.read_text().strip()
+        ops_token_note = f"token in {token_file}"
     champion, active = asyncio.run(_serving_state(url))
     external = bool(settings.llm_base_url and settings.llm_model)
     plan = Plan(database_url=url, redis_url=settings.redis_url, var_dir=Path(settings.var_dir).resolve(),
@@ -117,7 +135,7 @@ def _run(host: str, port: int, model_server_port: int, services: str | None) -> 
     console.print(f"broker   {broker}")
     base = f"http://{host}:{port}"
     console.print(f"API      {base}/v1/conversations   docs {base}/docs")
-    console.print(f"web      {base}/  (customer chat)   {base}/ops  (ops console, MUARL_OPS_TOKEN)")
+    console.print(f"web      {base}/  (customer chat)   {base}/ops  (ops console, {ops_token_note})")
     console.print(f"MCP      {base}/mcp  (Authorization: Bearer $MUARL_MCP_TOKEN, or a client's own token: "
                   "muarl mcp-clients add NAME)")
     console.print(f"health   {base}/healthz, {base}/readyz, metrics {base}/metrics")
