@@ -71,13 +71,27 @@ def _started_processes(proc: subprocess.Popen[str], var_dir: Path, timeout: floa
         time.sleep(2.0)
     pid_file = var_dir / "pgdata" / "postmaster.pid"
     postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-    procs = [*proc_children, postmaster, *postmaster.children(recursive=True)]
+    # short-lived processes (a Postgres backend of a closed connection, a helper a service ran) may
+    # end between listing and reading them: what ended by itself is not left running
+    procs = _still_running([*proc_children, postmaster, *postmaster.children(recursive=True)])
     names = {p.name() for p in procs}
     assert "postgres" in names and any("redis" in n for n in names), names
-    commands = " ".join(" ".join(p.cmdline()) for p in proc_children if p.status() != psutil.STATUS_ZOMBIE)
+    commands = " ".join(" ".join(p.cmdline()) for p in _still_running(proc_children)
+                        if p.status() != psutil.STATUS_ZOMBIE)
     for service in ("serve", "worker", "beat", "model-server"):
         assert f"backend.cli {service}" in commands, f"{service} is not running: {commands}"
     return procs
+
+
+def _still_running(procs: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for p in procs:
+        try:
+            p.name(), p.cmdline()
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+        alive.append(p)
+    return alive
 
 
 def _output_of_failed(proc: subprocess.Popen[str]) -> str:
