@@ -126,6 +126,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         env = {**os.environ, "PYTHONPATH": str(PROJECT), "DATABASE_URL": url,
                "MUARL_MODEL_SERVER_URL": f"http://127.0.0.1:{engine_port}/v1", "MUARL_OPS_TOKEN": OPS_TOKEN,
                "MUARL_API_RATE_LIMIT_PER_MINUTE": "1000000", "MUARL_AGENT_MAX_STEPS": str(args.max_steps),
+               # every simulated customer comes from one address: the per-client quotas would refuse them
+               "MUARL_RATE_CONVERSATIONS_PER_HOUR": "0", "MUARL_RATE_MESSAGES_PER_HOUR": "0",
                "MUARL_LLM_MAX_RETRIES": "0", "MUARL_LOG_LEVEL": "WARNING"}
         for key in ("MUARL_LLM_BASE_URL", "MUARL_LLM_MODEL", "MUARL_LLM_API_KEY"):
             env.pop(key, None)
@@ -207,7 +209,8 @@ def report(args: argparse.Namespace, replies: Replies, switches: list[dict[str, 
         for conv, _sent, got, _status, version, _ in rows:
             if got > s["returned"] and version == s["to"] and conv not in per_conversation:
                 per_conversation[conv] = got - s["returned"]
-        ends = [x["returned"] for x in switches if x["returned"] > s["returned"]]
+        # until the next switch was *called*: a turn sent while it runs may rightly get its version
+        ends = [x["returned"] - x["call_s"] for x in switches if x["returned"] > s["returned"]]
         window_end = min(ends) if ends else float("inf")
         stale += sum(1 for _, sent, got, _, version, _ in rows
                      if s["returned"] < sent < window_end and version == s["from"])
