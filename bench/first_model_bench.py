@@ -41,7 +41,9 @@ def _free_port() -> int:
 def _start(var_dir: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MUARL_") and k not in ("DATABASE_URL", "REDIS_URL")}
-    env |= {"MUARL_VAR_DIR": str(var_dir), "PYTHONPATH": str(PROJECT), "MUARL_OPS_TOKEN": "bench-ops"}
+    env |= {"MUARL_VAR_DIR": str(var_dir), "PYTHONPATH": str(PROJECT), "MUARL_OPS_TOKEN": "bench-ops",
+            # the probe opens a conversation every poll, from one address: per-client quotas would refuse it
+            "MUARL_RATE_CONVERSATIONS_PER_HOUR": "0", "MUARL_RATE_MESSAGES_PER_HOUR": "0"}
     if os.environ.get("MUARL_BENCHMARKS_DIR"):
         env["MUARL_BENCHMARKS_DIR"] = os.environ["MUARL_BENCHMARKS_DIR"]
     log = log_path.open("wb")
