@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from processes import stop_all
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -152,13 +153,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                                    for e, o in customers))
             elapsed, api_cpu = time.perf_counter() - start, cpu_seconds(procs[1].pid) - cpu_start
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         await dbs.close()
 
     o, m, w = results["overhead"], results["model"], results["wall"]

@@ -40,6 +40,7 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
 from api_bench import conversation, free_port, pick_customers, wait_ready  # noqa: E402
+from processes import stop_all  # noqa: E402
 
 from backend.config import Settings, get_settings  # noqa: E402
 from backend.db.engine import make_engine  # noqa: E402
@@ -157,13 +158,7 @@ async def bench_cycle(args: argparse.Namespace, data: dict[str, Any]) -> dict[st
             await engine.dispose()
         after = await checksum(url)
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         await dbs.close()
     changed = {t: (before[t], after[t]) for t in before if before[t] != after[t]}
     return {"part": "cycle", "recipe": args.recipe, "conversations": args.conversations, "cycles": cycles,

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from processes import stop_all
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
@@ -165,13 +166,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             transcripts = await fetch_transcripts(client, ids)
         stats = httpx.get(f"http://127.0.0.1:{engine_port}/stats").json()["models"]
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs, wait_s=15)
         await dbs.close()
     return report(args, replies, switches, transcripts, stats, build_s)
 
