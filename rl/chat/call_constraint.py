@@ -37,12 +37,15 @@ class CallConstraint:
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
             for g, r in zip(self.grammars, self.shown, strict=True)]
+        self.masked: list[int] = []  # the rows whose logits the last `mask_logits` changed
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
-        same tensor when no row is inside a call and no free-text row has references to hide)."""
+        same tensor when no row is inside a call and no free-text row has references to hide).
+        `masked` then lists the rows it changed (their tokens are recorded as constrained)."""
         rows = [i for i, s in enumerate(self.states) if s is not None]
         free = [i for i, s in enumerate(self.states) if s is None and self.unshown[i] is not None]
+        self.masked = []
         if not rows and not free:
             return logits
         out = logits.clone()
@@ -50,6 +53,7 @@ class CallConstraint:
             ids = self.unshown[i]
             assert ids is not None
             out[i, ids.to(out.device)] = float("-inf")
+            self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
             assert g is not None and s is not None
@@ -68,6 +72,7 @@ class CallConstraint:
             if bool(allowed.any()):
                 out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
                 out[i, allowed.shape[0]:] = float("-inf")
+                self.masked.append(i)
         return out
 
     def update(self, row: int, token_id: int) -> None:

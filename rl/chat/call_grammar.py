@@ -4,8 +4,10 @@ the guided decoding vLLM and llguidance give served models, small enough for the
 `ToolCallGrammar` turns the character automaton into per-state token masks (cached; a call visits a
 few dozen states), narrows the tools and reference slots to what a conversation has shown
 (`for_shown`, `shown_mask`) and holds copied values to spans of the customer's words (`copy_mask`,
-rl/chat/copy_spans.py). Generation masks with it but keeps the unmasked log-probs
-(rl/models/generation.py), so the PPO ratio of a fresh rollout is 1. `CallConstraint`
+rl/chat/copy_spans.py). Generation masks with it and records, per constrained token, the allowed
+set and the log-prob under the masked distribution next to the unmasked one
+(rl/models/generation.py), so that GRPO can train on the distribution it sampled from with a PPO
+ratio of 1 on a fresh rollout either way (rl/grpo/logprobs.py). `CallConstraint`
 (rl/chat/call_constraint.py) applies it row by row in batched generation."""
 
 from __future__ import annotations

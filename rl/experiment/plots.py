@@ -1,9 +1,12 @@
 """Training-curve plots of a paper-table run: SFT loss, and per GRPO run the reward mean (with the
 greedy validation reward of its scored checkpoints, dashed), KL, entropy and response length per
-step, and the sampled reward per task category (PNG files under DIR/plots). Steps whose groups all
-had equal rewards make no update and have no KL or entropy point. A step samples only a few tasks of
-each category, so the per-category curves are means over a trailing window of `CATEGORY_WINDOW`
-steps (weighted by rollouts)."""
+step, the KL to the reference with the coefficient it was weighed with (and its target, when the
+coefficient adapts), the paper's training dynamics (all-correct and all-wrong groups, turns and
+generic-tool calls per rollout), and the sampled reward per task category (PNG files under
+DIR/plots). Steps whose groups all had equal rewards make no update and have no KL or entropy
+point; metrics an older run did not record are left out. A step samples only a few tasks of each
+category, so the per-category curves are means over a trailing window of `CATEGORY_WINDOW` steps
+(weighted by rollouts)."""
 
 from __future__ import annotations
 
@@ -12,8 +15,21 @@ from pathlib import Path
 
 GRPO_PANELS = [("reward_mean", "reward mean"), ("kl", "KL to reference (k3)"), ("entropy", "entropy (nats/token)"),
                ("response_length", "generated tokens per rollout")]
-UPDATE_ONLY = {"kl", "entropy"}
+UPDATE_ONLY = {"kl", "entropy", "kl_coef"}
+# (panel title, [(metric, line style)]) of the training-dynamics figure
+DYNAMICS_PANELS = [("groups: all correct (solid), all wrong (dashed)", [("frac_all_correct", "-"),
+                                                                        ("frac_all_wrong", "--")]),
+                   ("informative groups per step", [("informative_groups", "-")]),
+                   ("turns per rollout", [("turns_mean", "-")]),
+                   ("generic-tool calls per rollout", [("generic_calls_per_rollout", "-")])]
 CATEGORY_WINDOW = 4
+
+
+def series(metrics: list[dict], key: str) -> list[tuple[int, float]]:
+    """(step, value) of `key` over the steps that recorded it (KL, entropy and the KL coefficient
+    only on steps that made an update)."""
+    return [(m["step"], float(m[key])) for m in metrics
+            if m.get(key) is not None and (key not in UPDATE_ONLY or m.get("update_rollouts", 1) > 0)]
 
 
 def category_curves(metrics: list[dict], window: int = CATEGORY_WINDOW) -> dict[str, list[tuple[int, float]]]:
@@ -65,8 +81,7 @@ def plot_curves(out: Path) -> list[Path]:
         for ax, (key, label) in zip(axes.flat, GRPO_PANELS, strict=True):
             for name, ms in runs.items():
                 # KL and entropy are measured on the rollouts an update used; steps without one have none
-                pts = [(m["step"], m.get(key, float("nan"))) for m in ms
-                       if key not in UPDATE_ONLY or m.get("update_rollouts", 1) > 0]
+                pts = series(ms, key)
                 line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=name)
                 val = _read(out / "grpo" / name / "validation.jsonl")
                 if key == "reward_mean" and val:  # held-out validation (greedy) of the scored checkpoints
@@ -79,6 +94,10 @@ def plot_curves(out: Path) -> list[Path]:
         fig.savefig(folder / "grpo_curves.png", dpi=110)
         plt.close(fig)
         written.append(folder / "grpo_curves.png")
+    if runs and any(series(ms, "kl") for ms in runs.values()):
+        written.append(_plot_kl(runs, folder / "grpo_kl.png"))
+    if runs and any(series(ms, "frac_all_correct") for ms in runs.values()):
+        written.append(_plot_dynamics(runs, folder / "grpo_dynamics.png"))
     by_cat = {name: category_curves(ms) for name, ms in runs.items()}
     by_cat = {k: v for k, v in by_cat.items() if v}
     if by_cat:
@@ -95,3 +114,51 @@ def plot_curves(out: Path) -> list[Path]:
         plt.close(fig)
         written.append(folder / "grpo_reward_by_category.png")
     return written
+
+
+def _plot_kl(runs: dict[str, list[dict]], path: Path) -> Path:
+    """KL to the reference per step (left) and the coefficient it was weighed with (right, log
+    scale), a dotted line at each run's target when its coefficient adapts."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for name, ms in runs.items():
+        pts = series(ms, "kl")
+        line, = left.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=name)
+        targets = {m["kl_target"] for m in ms if m.get("kl_target")}
+        for target in targets:
+            left.axhline(target, linestyle=":", color=line.get_color())
+        coef = series(ms, "kl_coef")
+        if coef:
+            right.plot([p[0] for p in coef], [p[1] for p in coef], marker=".", color=line.get_color(), label=name)
+    left.set_xlabel("GRPO step")
+    left.set_title("KL to reference (per token)")
+    left.legend(fontsize=7)
+    right.set_xlabel("GRPO step")
+    right.set_title("KL coefficient")
+    right.set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_dynamics(runs: dict[str, list[dict]], path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (title, keys) in zip(axes.flat, DYNAMICS_PANELS, strict=True):
+        for i, (name, ms) in enumerate(runs.items()):
+            for key, style in keys:
+                pts = series(ms, key)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", linestyle=style,
+                        color=colors[i % len(colors)], label=name if style == "-" else None)
+        ax.set_xlabel("GRPO step")
+        ax.set_title(title, fontsize=9)
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+

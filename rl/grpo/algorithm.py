@@ -10,7 +10,12 @@ Variant (verl's `grpo` advantage estimator with `loss_agg_mode=token-mean`, as M
 - the advantage is broadcast to every token the agent generated (loss mask 1) and to nothing else;
 - PPO clip 0.2: per-token loss max(-A*ratio, -A*clip(ratio, 0.8, 1.2)), ratio = exp(logp - logp_old);
 - KL penalty in the loss (not in the reward) with the low-variance k3 estimator:
-  d = logp_ref - logp, kl = exp(d) - d - 1, clamped to [-10, 10], coefficient 0.001;
+  d = logp_ref - logp, kl = exp(d) - d - 1, clamped to [-10, 10], coefficient 0.001 (`kl_estimator`
+  also offers k2 = d^2 / 2, whose gradient on samples of the policy is that of KL(policy || ref); k3's
+  pull back on a token the policy made likelier than the reference is at most 1 x coefficient);
+- optionally an adaptive coefficient (`adapt_kl_coef`, the adaptive KL penalty of the PPO paper,
+  Schulman et al. 2017, sec. 4): after a step whose KL exceeded 1.5 x the target the coefficient
+  doubles, after one below target / 1.5 it halves;
 - token-mean: the sum over all mask-1 tokens of the batch divided by their count (no per-sequence
   averaging, so long answers are not down-weighted); no entropy bonus.
 
@@ -56,6 +61,25 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (torch.exp(d) - d - 1).clamp(-10.0, 10.0)
 
 
+def k2_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    d = ref_logp - logp
+    return (0.5 * d * d).clamp(max=10.0)
+
+
+KL_ESTIMATORS = {"k3": k3_kl, "k2": k2_kl}
+KL_COEF_RANGE = (1e-4, 10.0)
+
+
+def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
+    """The next step's KL coefficient after a step that measured `kl` (PPO's adaptive rule), kept
+    within `KL_COEF_RANGE`."""
+    if kl > 1.5 * target:
+        coef *= 2.0
+    elif kl < target / 1.5:
+        coef /= 2.0
+    return min(max(coef, KL_COEF_RANGE[0]), KL_COEF_RANGE[1])
+
+
 def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
                         clip: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token PPO loss and a per-token 'was clipped' indicator."""
@@ -67,7 +91,8 @@ def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: 
 
 def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
                     advantages: torch.Tensor, mask: torch.Tensor, clip: float = 0.2,
-                    kl_coef: float = 0.001, weights: torch.Tensor | None = None) -> tuple[
+                    kl_coef: float = 0.001, weights: torch.Tensor | None = None,
+                    kl_estimator: str = "k3") -> tuple[
                         torch.Tensor, dict[str, torch.Tensor]]:
     """SUM over mask-1 tokens of the per-token objective, each token times its `weights` entry when
     given (`loss_weights`: 1/batch tokens for the token mean, which the trainer applies across
@@ -76,7 +101,7 @@ def grpo_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.
     per_token = pg
     kl = torch.zeros_like(logp)
     if ref_logp is not None and kl_coef:
-        kl = k3_kl(logp, ref_logp)
+        kl = KL_ESTIMATORS[kl_estimator](logp, ref_logp)
         per_token = pg + kl_coef * kl
     m = mask.float()
     w = m if weights is None else m * weights

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rl.grpo.batches import task_kind
 from rl.grpo.trace import Trace
 from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
@@ -33,7 +34,7 @@ T = TypeVar("T")
 
 def task_category(task: Task) -> str | None:
     """The generator's category of a task (its `category:NAME` tag), or None."""
-    return next((t.split(":", 1)[1] for t in getattr(task, "tags", None) or () if t.startswith("category:")), None)
+    return task_kind(task)
 
 
 class BackgroundLoop:

@@ -4,7 +4,10 @@ A `Trace` holds the token ids of a whole conversation, the log-prob each agent t
 with, and a loss mask: 1 exactly on tokens the agent generated (its message text, its tool calls and
 the `<|im_end|>` it ended its turn with), 0 on the system prompt, user messages, tool results and
 template glue (`<|im_start|>assistant\n<think>\n\n</think>\n\n`, the newline after a turn, an
-`<|im_end|>` we add when a turn was cut off). Earlier turns are never re-rendered: what the model was
+`<|im_end|>` we add when a turn was cut off). Tokens sampled under a constraint (a tool call's
+grammar, shown references: rl/chat/call_constraint.py) also record what the constraint allowed and
+their log-prob under the distribution renormalised over it (`constrained`, `masks`); unconstrained
+positions record nothing. Earlier turns are never re-rendered: what the model was
 conditioned on when it sampled is exactly what it is trained on. `trace_from_messages` builds the
 same layout from a finished OpenAI-style conversation for SFT (loss on assistant tokens only).
 """
@@ -30,8 +33,13 @@ from rl.models.tokenizer import encode
 @dataclass
 class Trace:
     input_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)  # sampling log-prob on mask-1 tokens, else 0.0
+    logprobs: list[float] = field(default_factory=list)  # unmasked sampling log-prob on mask-1 tokens, else 0.0
     loss_mask: list[int] = field(default_factory=list)
+    # position -> (index into `masks`, log-prob under the constraint) for tokens sampled under a
+    # constraint that ruled tokens out; `masks` holds each distinct allowed set once, packed
+    # (rl/models/generation.py `pack_allowed`), so a forced token costs one dict entry
+    constrained: dict[int, tuple[int, float]] = field(default_factory=dict)
+    masks: list[bytes] = field(default_factory=list)
     # filled in by the rollout engine
     task_id: str = ""
     group: str = ""
@@ -48,6 +56,25 @@ class Trace:
 
     def generated_ids(self) -> list[int]:
         return [t for t, m in zip(self.input_ids, self.loss_mask, strict=True) if m]
+
+    def add_constrained(self, position: int, allowed: bytes, logprob: float) -> None:
+        """Record that the token at `position` was drawn from the tokens `allowed` (packed mask)."""
+        index = self.__dict__.setdefault("_mask_index", {m: i for i, m in enumerate(self.masks)})
+        k = index.get(allowed)
+        if k is None:
+            k = index[allowed] = len(self.masks)
+            self.masks.append(allowed)
+        self.constrained[position] = (k, logprob)
+
+    def behaviour_logprobs(self, constrained: bool) -> list[float]:
+        """The sampling log-prob of every token: under the constraint it was drawn under
+        (`constrained`), or under the unmasked distribution."""
+        if not constrained or not self.constrained:
+            return self.logprobs
+        out = list(self.logprobs)
+        for pos, (_, lp) in self.constrained.items():
+            out[pos] = lp
+        return out
 
 
 class TraceBuilder:
@@ -83,9 +110,14 @@ class TraceBuilder:
         self.in_assistant_turn = True
         return self.trace.input_ids
 
-    def add_generated(self, ids: list[int], logprobs: list[float] | None = None) -> None:
-        """Append what the agent generated (mask 1) and close its turn."""
+    def add_generated(self, ids: list[int], logprobs: list[float] | None = None,
+                      constrained: dict[int, tuple[bytes, float]] | None = None) -> None:
+        """Append what the agent generated (mask 1) and close its turn; `constrained` maps an index
+        in `ids` to what its constraint allowed and its log-prob under it (`Generation.constrained`)."""
         assert self.in_assistant_turn
+        start = len(self.trace.input_ids)
+        for j, (allowed, lp) in (constrained or {}).items():
+            self.trace.add_constrained(start + j, allowed, lp)
         self.trace.input_ids += ids
         self.trace.logprobs += list(logprobs) if logprobs is not None else [0.0] * len(ids)
         self.trace.loss_mask += [1] * len(ids)

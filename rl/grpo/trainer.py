@@ -3,15 +3,21 @@ with checkpoints (model folder + manifest + optimizer state) and resume after an
 
 The algorithm is exactly the one in `rl/grpo/algorithm.py` (verl's GRPO, token-mean by default or
 seq-mean-token-mean with `loss_agg`, PPO clip 0.2, k3 KL 0.001 to a frozen copy of the starting
-model). Each step samples G rollouts x tasks_per_step
-tasks and makes `mini_batches` optimizer steps on them, each over a disjoint set of whole groups, as
-verl does when ppo_mini_batch_size is smaller than the batch (1: one on-policy step; from the second
-on, the ratio to the sampling log-probs moves away from 1 and the PPO clip takes effect), and does
-so `ppo_epochs` times over the batch (verl's ppo_epochs; groups reshuffled into new mini-batches each
-pass; the advantages and the sampling log-probs stay those of the rollouts).
+model, or an adaptive coefficient with `kl_target`). With `constrained_logprobs` (the default) the
+behaviour, current and reference log-probs of every token sampled under a constraint (tool-call
+grammar, shown references) are taken under that constraint (rl/grpo/logprobs.py): the trainer
+trains on the distribution the sampler drew from. Each step samples G rollouts x tasks_per_step
+tasks, drawn stratified over task kinds (rl/grpo/batches.py), and makes `mini_batches` optimizer steps
+on them, each over a disjoint set of whole groups, as verl does when ppo_mini_batch_size is smaller than
+the batch (1: one on-policy step; from the second on, the ratio to the sampling log-probs moves away
+from 1 and the PPO clip takes effect), and does so `ppo_epochs` times over the batch (verl's ppo_epochs;
+groups reshuffled into new mini-batches each pass; the advantages and the sampling log-probs stay those
+of the rollouts).
 Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
-group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`.
+group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`: the training dynamics
+of rl/grpo/dynamics.py, and from the update the KL to the reference, the coefficient it was weighed
+with, entropy, clip fraction and the share of forced tokens (one token allowed).
 """
 
 from __future__ import annotations
@@ -30,7 +36,16 @@ import torch
 from pydantic import BaseModel, Field, field_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from rl.grpo.algorithm import LOSS_AGG_MODES, group_advantages, grpo_token_loss, loss_weights
+from rl.grpo.algorithm import (
+    KL_ESTIMATORS,
+    LOSS_AGG_MODES,
+    adapt_kl_coef,
+    group_advantages,
+    grpo_token_loss,
+    loss_weights,
+)
+from rl.grpo.batches import stratified_sample
+from rl.grpo.dynamics import rollout_metrics
 from rl.grpo.logprobs import micro_batches, token_logprobs
 from rl.grpo.trace import Trace
 from rl.models.tiny import load_model_folder, save_model_folder
@@ -48,7 +63,13 @@ class GRPOConfig(BaseModel):
     lr: float = 1e-6
     weight_decay: float = 0.0
     clip: float = 0.2
-    kl_coef: float = 0.001
+    kl_coef: float = 0.001  # the KL penalty's coefficient (the starting one with `kl_target`)
+    # with a target, the coefficient adapts after every step (rl/grpo/algorithm.py `adapt_kl_coef`)
+    kl_target: float | None = Field(default=None, gt=0)
+    kl_estimator: str = "k3"  # or "k2" (rl/grpo/algorithm.py)
+    # log-probs of tokens sampled under a constraint taken under it (behaviour, current, reference)
+    constrained_logprobs: bool = True
+    stratify: bool = True  # each step's tasks drawn stratified over their `category:` tags
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
@@ -66,6 +87,13 @@ class GRPOConfig(BaseModel):
             raise ValueError(f"loss_agg must be one of {LOSS_AGG_MODES}")
         return v
 
+    @field_validator("kl_estimator")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        if v not in KL_ESTIMATORS:
+            raise ValueError(f"kl_estimator must be one of {tuple(KL_ESTIMATORS)}")
+        return v
+
 
 class GRPOTrainer:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[Any],
@@ -79,14 +107,14 @@ class GRPOTrainer:
         self.ref = copy.deepcopy(model).eval().requires_grad_(False)
         self.opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         self.step = 0
+        self.kl_coef = config.kl_coef  # adapts after each step when the config sets a target
         self._resume()
 
     # ------------------------------------------------------------------ loop
     def run(self, on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
         history = []
         while self.step < self.cfg.steps:
-            rng = random.Random(self.cfg.seed * 100_003 + self.step)
-            tasks = rng.sample(self.tasks, min(self.cfg.tasks_per_step, len(self.tasks)))
+            tasks = self.step_tasks(self.step)
             t0 = time.perf_counter()
             traces = self.rollout(self.model, tasks, self.cfg.group_size, self.step)
             rollout_s = time.perf_counter() - t0
@@ -105,6 +133,13 @@ class GRPOTrainer:
             if on_step is not None:
                 on_step(metrics)
         return history
+
+    def step_tasks(self, step: int) -> list[Any]:
+        """The tasks step `step` samples (stratified over kinds unless `stratify` is off)."""
+        rng = random.Random(self.cfg.seed * 100_003 + step)
+        if self.cfg.stratify:
+            return stratified_sample(self.tasks, self.cfg.tasks_per_step, rng)
+        return rng.sample(self.tasks, min(self.cfg.tasks_per_step, len(self.tasks)))
 
     def update(self, traces: list[Trace]) -> dict[str, Any]:
         """One policy update on a batch of rollouts; returns the step's metrics."""
@@ -137,11 +172,16 @@ class GRPOTrainer:
         update_rollouts = len(keep)
         n = max(sums["tokens"], 1.0)
         elapsed = time.perf_counter() - t0
-        metrics.update(kl=sums["kl"] / n, entropy=sums["entropy"] / n, clip_frac=sums["clipped"] / n,
+        kl = sums["kl"] / n
+        metrics.update(kl=kl, kl_coef=self.kl_coef, kl_target=self.cfg.kl_target, entropy=sums["entropy"] / n,
+                       clip_frac=sums["clipped"] / n,
                        pg_loss=sums["pg"] / n, grad_norm=max(grad_norms, default=0.0), update_rollouts=update_rollouts,
+                       forced_frac=sums["forced"] / n, constrained_frac=sums["constrained"] / n,
                        optimizer_steps=len(grad_norms),
                        update_tokens=processed, update_seconds=elapsed,
                        update_tokens_per_s=processed / elapsed if elapsed else 0.0)
+        if self.cfg.kl_target is not None and grad_norms:  # a step without an update measured no KL
+            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target)
         return metrics
 
     def _update_once(self, batch: list[Trace], advs: list[float], sums: Counter) -> int:
@@ -150,19 +190,24 @@ class GRPOTrainer:
         weights = loss_weights([t.n_generated for t in batch], self.cfg.loss_agg)
         self.opt.zero_grad(set_to_none=True)
         processed = 0
-        for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id):
+        held = self.cfg.constrained_logprobs
+        for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id, constrained=True):
             processed += mb.n_tokens
             with torch.no_grad():
-                ref_lp, _ = token_logprobs(self.ref, mb)
-            lp, ent = token_logprobs(self.model, mb, with_entropy=True)
+                ref_lp, _ = token_logprobs(self.ref, mb, constrained=held)
+            lp, ent = token_logprobs(self.model, mb, with_entropy=True, constrained=held)
+            # collated with the constraints either way, so that the forced tokens are counted
+            old = mb.old_held if held and mb.old_held is not None else mb.old_logp
             a = torch.tensor([advs[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
             w = torch.tensor([weights[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
-            loss, stats = grpo_token_loss(lp, mb.old_logp, ref_lp, a, mb.loss_mask, self.cfg.clip,
-                                          self.cfg.kl_coef, weights=w)
+            loss, stats = grpo_token_loss(lp, old, ref_lp, a, mb.loss_mask, self.cfg.clip,
+                                          self.kl_coef, weights=w, kl_estimator=self.cfg.kl_estimator)
             loss.backward()
             for k, v in stats.items():
                 sums[k] += float(v)
             sums["entropy"] += float((ent * mb.loss_mask).sum())
+            sums["constrained"] += mb.n_constrained
+            sums["forced"] += int(mb.con_forced.sum()) if mb.con_forced is not None else 0
         return processed
 
     # ------------------------------------------------------------------ checkpoints
@@ -174,8 +219,8 @@ class GRPOTrainer:
         folder = self.ckpt_dir / f"step_{self.step:05d}"
         manifest = {**self.manifest, "training": {"method": "grpo", "step": self.step, "config": self.cfg.model_dump()}}
         save_model_folder(self.model, self.tok, folder, manifest)
-        torch.save({"optimizer": self.opt.state_dict(), "step": self.step, "torch_rng": torch.get_rng_state()},
-                   folder / "trainer_state.pt")
+        torch.save({"optimizer": self.opt.state_dict(), "step": self.step, "torch_rng": torch.get_rng_state(),
+                    "kl_coef": self.kl_coef}, folder / "trainer_state.pt")
         (self.ckpt_dir / "latest").write_text(folder.name)
         for old in sorted(p for p in self.ckpt_dir.glob("step_*") if p.is_dir())[: -self.cfg.keep_checkpoints]:
             import shutil
@@ -197,43 +242,9 @@ class GRPOTrainer:
         self.opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         self.step = int(state["step"])
+        self.kl_coef = float(state.get("kl_coef", self.cfg.kl_coef))
         metrics = self.out / "metrics.jsonl"
         if metrics.exists():  # drop steps logged after the checkpoint
             lines = [ln for ln in metrics.read_text().splitlines() if ln and json.loads(ln)["step"] <= self.step]
             metrics.write_text("".join(ln + "\n" for ln in lines))
         log.info("grpo.resumed", step=self.step, checkpoint=str(folder))
-
-
-def rollout_metrics(traces: list[Trace]) -> dict[str, Any]:
-    """Reward mean, all-correct / all-wrong group fractions, turns, response length, calls per tool,
-    and the reward mean per task category (when the rollout function records one)."""
-    valid = [t for t in traces if not t.excluded]
-    groups: dict[str, list[float]] = {}
-    for t in valid:
-        groups.setdefault(t.group, []).append(t.reward)
-    n = max(len(valid), 1)
-    calls: Counter = Counter()
-    for t in valid:
-        calls.update(t.info.get("tool_calls", {}))
-    return {
-        "reward_mean": sum(t.reward for t in valid) / n,
-        "rollouts": len(traces),
-        "excluded": len(traces) - len(valid),
-        "excluded_causes": dict(Counter(str(t.info.get("excluded")) for t in traces if t.excluded)),
-        "groups": len(groups),
-        "frac_all_correct": sum(all(r == 1 for r in g) for g in groups.values()) / max(len(groups), 1),
-        "frac_all_wrong": sum(all(r == 0 for r in g) for g in groups.values()) / max(len(groups), 1),
-        "turns_mean": sum(t.info.get("turns", 0) for t in valid) / n,
-        "response_length": sum(t.n_generated for t in valid) / n,
-        "trace_length": sum(len(t) for t in valid) / n,
-        "tool_calls_per_rollout": {k: v / n for k, v in sorted(calls.items())},
-        "reward_by_category": _reward_by_category(valid),
-    }
-
-
-def _reward_by_category(valid: list[Trace]) -> dict[str, dict[str, float]]:
-    by: dict[str, list[float]] = {}
-    for t in valid:
-        if t.info.get("category"):
-            by.setdefault(str(t.info["category"]), []).append(t.reward)
-    return {c: {"rollouts": len(r), "reward": sum(r) / len(r)} for c, r in sorted(by.items())}

@@ -2,13 +2,17 @@
 sampling at a temperature (1.0 for rollouts) or greedily (evaluation), and returns for every prompt
 the new token ids, the log-prob each was sampled with (from the untempered distribution when
 temperature is 1.0 and there is no top-k/top-p, i.e. exactly the policy's log-prob) and whether the
-turn ended with the end-of-turn token.
+turn ended with the end-of-turn token. Under a constraint (tool-call grammar, shown references) each
+token chosen from a masked distribution also records what the mask allowed, as a packed bit mask
+(`pack_allowed`), and its log-prob under the masked distribution, so that training can use the
+distribution the token was really drawn from (rl/grpo/logprobs.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel
 from transformers.cache_utils import DynamicCache, DynamicLayer
@@ -19,8 +23,25 @@ from rl.chat.call_grammar import CallConstraint
 @dataclass
 class Generation:
     ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float]  # under the unmasked distribution
     finished: bool  # ended with eos (else cut off at max_new_tokens)
+    # index in `ids` -> (what the constraint allowed, packed by `pack_allowed`; the log-prob under the
+    # distribution renormalised over it), for the tokens chosen under a constraint that ruled tokens out
+    constrained: dict[int, tuple[bytes, float]] = field(default_factory=dict)
+
+
+def pack_allowed(allowed: torch.Tensor) -> list[bytes]:
+    """Rows of a (n, vocab) boolean mask as packed bits (vocab / 8 bytes each)."""
+    packed = np.packbits(allowed.cpu().numpy(), axis=-1)
+    return [row.tobytes() for row in packed]
+
+
+def unpack_allowed(masks: list[bytes], width: int) -> torch.Tensor:
+    """(len(masks), width) boolean tensor of packed masks (`pack_allowed`)."""
+    if not masks:
+        return torch.zeros((0, width), dtype=torch.bool)
+    bits = np.unpackbits(np.frombuffer(b"".join(masks), dtype=np.uint8).reshape(len(masks), -1), axis=-1)
+    return torch.from_numpy(bits[:, :width].astype(bool))
 
 
 def generate_batch(model: PreTrainedModel, prompts: list[list[int]], *, max_new_tokens: int, eos_id: int,
@@ -98,10 +119,12 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     likewise after them; padding is masked out (holes in the attention mask) and every token keeps
     its true position. Returns the generations and each row's cache of everything it processed
     (an empty list when `return_caches` is False). With a `constraint`, rows inside a tool call
-    choose only tokens its grammar allows; their log-probs stay those of the unmasked distribution,
-    and a row still inside a call when `max_new_tokens` run out goes on for up to `call_overrun`
-    more tokens to close it (the grammar bounds a call's length), so that the budget never cuts a
-    call the model chose to write into a malformed one."""
+    choose only tokens its grammar allows; their `logprobs` stay those of the unmasked distribution,
+    and `constrained` records each such token's allowed set and its log-prob under the masked one
+    (identical sets share one bytes object across the batch); a row still inside a call when
+    `max_new_tokens` run out goes on for up to `call_overrun` more tokens to close it (the grammar
+    bounds a call's length), so that the budget never cuts a call the model chose to write into a
+    malformed one."""
     n = len(prompts)
     if not n:
         return [], []
@@ -148,14 +171,27 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     new_lp: list[list[float]] = [[] for _ in range(n)]
     alive = torch.ones(n, dtype=torch.bool, device=device)
     finished = [False] * n
+    new_con: list[dict[int, tuple[bytes, float]]] = [{} for _ in range(n)]
+    interned: dict[bytes, bytes] = {}
     limit = max_new_tokens + overrun
     for step in range(limit):
+        masked = constraint.mask_logits(logits) if constraint is not None else None
         tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator,
-                              choose_from=constraint.mask_logits(logits) if constraint is not None else None)
+                              choose_from=masked)
+        held: dict[int, tuple[bytes, float]] = {}
+        if constraint is not None and masked is not None and constraint.masked:
+            rows = [i for i in constraint.masked if bool(alive[i])]
+            if rows:
+                sel = masked[rows].float()
+                m_lp = torch.log_softmax(sel, dim=-1).gather(-1, tok[rows][:, None]).squeeze(-1).tolist()
+                for i, packed, lp in zip(rows, pack_allowed(torch.isfinite(sel)), m_lp, strict=True):
+                    held[i] = (interned.setdefault(packed, packed), float(lp))
         for i in alive.nonzero().flatten().tolist():
             t = int(tok[i])
             if constraint is not None:
                 constraint.update(i, t)
+            if i in held:
+                new_con[i][len(new_ids[i])] = held[i]
             new_ids[i].append(t)
             new_lp[i].append(float(tok_lp[i]))
             if t == eos_id:
@@ -174,7 +210,8 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
         cache = out.cache
         logits = out.logits[:, -1, :]
         next_pos = next_pos + was_alive.long()
-    gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i]) for i in range(n)]
+    gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i], constrained=new_con[i])
+            for i in range(n)]
     if not return_caches:
         return gens, []
     keep = attention.bool().cpu()
@@ -190,7 +227,7 @@ def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator
             choose_from: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The next token of each row (argmax, or a sample at `temperature`, of `choose_from`: the
     logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the
-    untempered, unmasked distribution (the one the trainer recomputes)."""
+    untempered, unmasked distribution (the constrained one is computed by the caller)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     pick = logits if choose_from is None else choose_from
     if greedy:

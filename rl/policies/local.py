@@ -21,8 +21,10 @@ of the offered tools (rl/chat/call_grammar.py), so it always parses and names a 
 parameters (a call still open when the turn's `max_new_tokens` run out may take `call_overrun` more
 tokens to close), with references its identifiers are ones the conversation has shown, and the values
 of the view's `copied_params` (a new address) are spans of the customer's messages; the trace
-keeps the unmasked log-probs. With `adopt_history` (serving, where clients send whole conversations),
-assistant turns the policy did not write are shown to the model as it would have written them.
+keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
+the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
+where clients send whole conversations), assistant turns the policy did not write are shown to the model
+as it would have written them.
 """
 
 from __future__ import annotations
@@ -162,8 +164,8 @@ class LocalPolicy:
                                     ep.said if grammar is not None and grammar.copy_params else ()))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
-        ids, logprobs = await fut
-        ep.builder.add_generated(ids, logprobs)
+        ids, logprobs, *held = await fut
+        ep.builder.add_generated(ids, logprobs, held[0] if held else None)
         ep.seen = len(messages) + 1
         text = decode(self.tok, ids)
         msg = reply_message(ep.refs.expand(text) if ep.refs else text, call_id_prefix=f"{episode_id}_{ep.seen}")
@@ -283,7 +285,10 @@ class LocalPolicy:
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
                   grammars: list[ToolCallGrammar | None] | None = None,
                   shown: list[frozenset[str] | None] | None = None,
-                  said: list[tuple[str, ...]] | None = None) -> list[tuple[list[int], list[float]]]:
+                  said: list[tuple[str, ...]] | None = None) -> list[
+                      tuple[list[int], list[float], dict[int, tuple[bytes, float]]]]:
+        """Per prompt: the new token ids, their unmasked log-probs, and for tokens chosen under the
+        constraint, what it allowed and their log-prob under it (`Generation.constrained`)."""
         start = time.perf_counter()
         room = self.max_context - max(len(p) for p in prompts)
         budget = min(self.max_new_tokens, max(1, room))
@@ -314,7 +319,7 @@ class LocalPolicy:
         self._drop_old_caches()
         self.stats.new_tokens += sum(len(g.ids) for g in gens)
         self.stats.seconds += time.perf_counter() - start
-        return [(g.ids, g.logprobs) for g in gens]
+        return [(g.ids, g.logprobs, g.constrained) for g in gens]
 
 
     def _remember_system(self, ep: _Episode) -> None:

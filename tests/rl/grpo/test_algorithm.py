@@ -6,9 +6,12 @@ import pytest
 import torch
 
 from rl.grpo.algorithm import (
+    KL_COEF_RANGE,
+    adapt_kl_coef,
     clipped_policy_loss,
     group_advantages,
     grpo_token_loss,
+    k2_kl,
     k3_kl,
     loss_weights,
     token_mean,
@@ -96,3 +99,18 @@ def test_seq_mean_token_mean_balances_a_long_failure_against_a_short_success():
         total, stats = grpo_token_loss(logp, logp, None, adv, mask, kl_coef=0.0, weights=w)
         assert total.item() == pytest.approx(expected, abs=1e-6)
         assert stats["tokens"].item() == 8  # statistics stay unweighted
+
+
+def test_k2_kl_values():
+    logp = torch.tensor([-1.0, -2.0, 0.0])
+    ref = torch.tensor([-1.0, -1.0, -30.0])
+    assert k2_kl(logp, ref).tolist() == pytest.approx([0.0, 0.5, 10.0])  # d = 1 -> 1/2; clamped at 10
+
+
+def test_adaptive_kl_coefficient_doubles_above_and_halves_below_its_band():
+    assert adapt_kl_coef(0.01, kl=0.2, target=0.1) == 0.02  # > 1.5 x target
+    assert adapt_kl_coef(0.01, kl=0.05, target=0.1) == 0.005  # < target / 1.5
+    assert adapt_kl_coef(0.01, kl=0.1, target=0.1) == 0.01  # within the band: kept
+    assert adapt_kl_coef(0.01, kl=0.149, target=0.1) == 0.01 and adapt_kl_coef(0.01, kl=0.067, target=0.1) == 0.01
+    assert adapt_kl_coef(8.0, kl=1.0, target=0.1) == KL_COEF_RANGE[1]
+    assert adapt_kl_coef(1.5e-4, kl=0.0, target=0.1) == KL_COEF_RANGE[0]

@@ -137,3 +137,41 @@ def test_rollout_metrics_report_reward_per_task_category():
     assert m["reward_by_category"] == {"cancel": {"rollouts": 2, "reward": 0.5},
                                        "shift": {"rollouts": 2, "reward": 1.0}}  # excluded ones left out
     assert m["frac_all_correct"] == pytest.approx(1 / 3) and m["frac_all_wrong"] == pytest.approx(1 / 3)
+
+
+def test_rollout_metrics_report_tool_kinds_and_generic_tool_use():
+    def trace(group, reward, calls, excluded=False):
+        t = Trace(task_id=group, group=group, reward=reward, excluded=excluded)
+        t.info = {"turns": 4, "tool_calls": calls, "category": "cancel"}
+        return t
+
+    traces = [trace("a", 1.0, {"think": 2, "get_order_details": 1}),
+              trace("a", 0.0, {"transfer_to_human_agents": 1, "cancel_pending_order": 1, "malformed_tool_call": 1}),
+              trace("b", 0.0, {"calculate": 1}), trace("b", 0.0, {}),
+              trace("b", 1.0, {"think": 9}, excluded=True)]  # a failed episode counts nowhere
+    m = rollout_metrics(traces)
+    assert m["calls_by_kind_per_rollout"] == {"generic": 0.75, "other": 0.25, "read": 0.25, "terminal": 0.25,
+                                              "write": 0.25}
+    assert m["generic_calls_per_rollout"] == 1.0  # think x2, calculate, transfer over 4 rollouts
+    assert m["informative_groups"] == 1 and m["frac_all_wrong"] == 0.5 and m["turns_mean"] == 4
+    assert m["tasks_by_category"] == {"cancel": 2}
+
+
+def test_the_kl_coefficient_follows_its_target_and_survives_a_resume(tiny_tok, tiny_model, tmp_path):
+    torch.manual_seed(0)
+    rollout = toy_rollout_fn(tiny_tok)
+    cfg = GRPOConfig(steps=3, tasks_per_step=4, group_size=8, lr=1e-2, kl_coef=0.01, kl_target=1e-7)
+    history = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / "r").run()
+    updated = [m for m in history if m["optimizer_steps"]]
+    assert len(updated) >= 2
+    # each step's coefficient is the one before, doubled when that step's KL was above 1.5 x target
+    coef = 0.01
+    for m in history:
+        assert m["kl_coef"] == pytest.approx(coef)
+        if m["optimizer_steps"]:
+            coef = coef * 2 if m["kl"] > 1.5e-7 else coef / 2 if m["kl"] < 1e-7 / 1.5 else coef
+    # the first step's policy is the reference (KL 0: halved); a moved one exceeds so small a target
+    assert history[0]["kl"] == 0.0 and history[2]["kl_coef"] > history[1]["kl_coef"]
+    resumed = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"steps": 4}),
+                          tmp_path / "r")
+    assert resumed.kl_coef == pytest.approx(coef)
