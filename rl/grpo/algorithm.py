@@ -15,7 +15,7 @@ Variant (verl's `grpo` advantage estimator with `loss_agg_mode=token-mean`, as M
   pull back on a token the policy made likelier than the reference is at most 1 x coefficient);
 - optionally an adaptive coefficient (`adapt_kl_coef`, the adaptive KL penalty of the PPO paper,
   Schulman et al. 2017, sec. 4): after a step whose KL exceeded 1.5 x the target the coefficient
-  doubles, after one below target / 1.5 it halves;
+  doubles, after one below target / 1.5 it halves (the trainer skips steps that measured no KL);
 - token-mean: the sum over all mask-1 tokens of the batch divided by their count (no per-sequence
   averaging, so long answers are not down-weighted); no entropy bonus.
 

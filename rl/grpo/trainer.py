@@ -180,7 +180,9 @@ class GRPOTrainer:
                        optimizer_steps=len(grad_norms),
                        update_tokens=processed, update_seconds=elapsed,
                        update_tokens_per_s=processed / elapsed if elapsed else 0.0)
-        if self.cfg.kl_target is not None and grad_norms:  # a step without an update measured no KL
+        # a step without an update measured no KL, and one whose policy was still the reference
+        # (the first, with one mini-batch) measured 0: neither says anything about the coefficient
+        if self.cfg.kl_target is not None and grad_norms and kl > 0.0:
             self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target)
         return metrics
 
