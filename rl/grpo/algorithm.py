@@ -15,7 +15,9 @@ Variant (verl's `grpo` advantage estimator with `loss_agg_mode=token-mean`, as M
   pull back on a token the policy made likelier than the reference is at most 1 x coefficient);
 - optionally an adaptive coefficient (`adapt_kl_coef`, the adaptive KL penalty of the PPO paper,
   Schulman et al. 2017, sec. 4): after a step whose KL exceeded 1.5 x the target the coefficient
-  doubles, after one below target / 1.5 it halves (the trainer skips steps that measured no KL);
+  doubles, after one below target / 1.5 it halves, but not below a floor (the trainer's: its
+  configured coefficient; a run of 18 steps cannot afford the early steps, whose KL is small, to
+  halve it to nothing before KL grows) and the trainer skips steps that measured no KL;
 - token-mean: the sum over all mask-1 tokens of the batch divided by their count (no per-sequence
   averaging, so long answers are not down-weighted); no entropy bonus.
 
@@ -70,14 +72,14 @@ KL_ESTIMATORS = {"k3": k3_kl, "k2": k2_kl}
 KL_COEF_RANGE = (1e-4, 10.0)
 
 
-def adapt_kl_coef(coef: float, kl: float, target: float) -> float:
+def adapt_kl_coef(coef: float, kl: float, target: float, floor: float = KL_COEF_RANGE[0]) -> float:
     """The next step's KL coefficient after a step that measured `kl` (PPO's adaptive rule), kept
-    within `KL_COEF_RANGE`."""
+    within [max(`floor`, KL_COEF_RANGE[0]), KL_COEF_RANGE[1]]."""
     if kl > 1.5 * target:
         coef *= 2.0
     elif kl < target / 1.5:
         coef /= 2.0
-    return min(max(coef, KL_COEF_RANGE[0]), KL_COEF_RANGE[1])
+    return min(max(coef, floor, KL_COEF_RANGE[0]), KL_COEF_RANGE[1])
 
 
 def clipped_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,

@@ -63,7 +63,7 @@ class GRPOConfig(BaseModel):
     lr: float = 1e-6
     weight_decay: float = 0.0
     clip: float = 0.2
-    kl_coef: float = 0.001  # the KL penalty's coefficient (the starting one with `kl_target`)
+    kl_coef: float = 0.001  # the KL penalty's coefficient (with `kl_target`: the start and the floor)
     # with a target, the coefficient adapts after every step (rl/grpo/algorithm.py `adapt_kl_coef`)
     kl_target: float | None = Field(default=None, gt=0)
     kl_estimator: str = "k3"  # or "k2" (rl/grpo/algorithm.py)
@@ -183,7 +183,7 @@ class GRPOTrainer:
         # a step without an update measured no KL, and one whose policy was still the reference
         # (the first, with one mini-batch) measured 0: neither says anything about the coefficient
         if self.cfg.kl_target is not None and grad_norms and kl > 0.0:
-            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target)
+            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target, floor=self.cfg.kl_coef)
         return metrics
 
     def _update_once(self, batch: list[Trace], advs: list[float], sums: Counter) -> int:

@@ -114,3 +114,5 @@ def test_adaptive_kl_coefficient_doubles_above_and_halves_below_its_band():
     assert adapt_kl_coef(0.01, kl=0.149, target=0.1) == 0.01 and adapt_kl_coef(0.01, kl=0.067, target=0.1) == 0.01
     assert adapt_kl_coef(8.0, kl=1.0, target=0.1) == KL_COEF_RANGE[1]
     assert adapt_kl_coef(1.5e-4, kl=0.0, target=0.1) == KL_COEF_RANGE[0]
+    assert adapt_kl_coef(0.1, kl=0.0, target=0.1, floor=0.1) == 0.1  # never below the floor
+    assert adapt_kl_coef(0.4, kl=0.01, target=0.1, floor=0.1) == 0.2

@@ -169,7 +169,7 @@ def test_the_kl_coefficient_follows_its_target_and_survives_a_resume(tiny_tok, t
     for m in history:
         assert m["kl_coef"] == pytest.approx(coef)
         if m["optimizer_steps"] and m["kl"] > 0:
-            coef = coef * 2 if m["kl"] > 1.5e-7 else coef / 2 if m["kl"] < 1e-7 / 1.5 else coef
+            coef = coef * 2 if m["kl"] > 1.5e-7 else max(coef / 2, 0.01) if m["kl"] < 1e-7 / 1.5 else coef
     # the first step's policy is the reference (KL 0: kept); a moved one exceeds so small a target
     assert history[0]["kl"] == 0.0 and history[1]["kl_coef"] == 0.01 and history[2]["kl_coef"] == 0.02
     resumed = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"steps": 4}),
