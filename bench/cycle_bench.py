@@ -5,16 +5,16 @@
 tables streamed with COPY in one read-only transaction, change tracking, freeze, template).
 The schema template's one-time cost is printed apart. Target: well under 2 s.
 
-`--part cycle`: whole cycles (`--cycles N`, default 1; the first one cold-starts, later ones
-train GRPO from the champion) with `--recipe` (default `smoke`; `cpu-tiny` is the product's,
-target <= 60 min on 2 cores) on a live store that 20 customers (`--conversations`) chat with the
-whole time, through `muarl serve` and a zero-latency fake model that looks up their orders
-(read-only turns, so any change to the store's rows is the cycle's; after a promotion the API
-asks the fake model too, under the champion's name). Prints the wall time per
-step and per cycle, the chat turns served and failed, and the store's rows changed by the cycle
-(a checksum of every store table before and after; target 0). The cycle's steps run in this
-process (`rl.pipeline.runner.run_step`, what the Celery tasks call), promotion loads the model on
-a real `muarl model-server`.
+`--part cycle`: whole cycles (`--cycles N`, default 1; the first one cold-starts, later ones train
+GRPO from the champion) with `--recipe` (default `smoke`; `cpu-tiny` is the product's, target <= 60
+min on 2 cores; `--first-recipe first-model` trains the first cycle as `make run` does) on a live
+store that 20 customers (`--conversations`) chat with the whole time, through `muarl serve` and a
+zero-latency fake model that looks up their orders (read-only turns, so any change to the store's
+rows is the cycle's; after a promotion the API asks the fake model too, under the champion's name).
+Prints the wall time per step and per cycle, the chat turns served and failed, and the store's rows
+changed by the cycle (a checksum of every store table before and after; target 0). The cycle's steps
+run in this process (`rl.pipeline.runner.run_step`, what the Celery tasks call), promotion loads the
+model on a real `muarl model-server`.
 
     .venv/bin/python bench/cycle_bench.py [--part snapshot|cycle] [-n 5] [--recipe smoke] [--cycles 1] [--json]
 """
@@ -139,14 +139,19 @@ async def bench_cycle(args: argparse.Namespace, data: dict[str, Any]) -> dict[st
         engine = make_engine(url, null_pool=True)
         cycles = []
         try:
-            for _ in range(args.cycles):
-                cycle = await create_cycle(engine, args.recipe, overrides=args.set or [], trigger="bench")
+            for i in range(args.cycles):
+                # as `make run` does: its first cycle trains the `first-model` recipe, later ones the
+                # scheduled recipe (GRPO from the champion once there is one)
+                recipe = args.first_recipe if i == 0 and args.first_recipe else args.recipe
+                overrides = [] if recipe != args.recipe else args.set or []
+                cycle = await create_cycle(engine, recipe, overrides=overrides, trigger="bench")
                 t0 = time.perf_counter()
                 for step in STEPS:
                     if not await asyncio.to_thread(run_step, cycle.id, step, settings):
                         break
                 state = cycle_json(await get_cycle(engine, cycle.id))
-                cycles.append({"cycle_id": cycle.id, "status": state["status"], "error": state["error"],
+                cycles.append({"cycle_id": cycle.id, "recipe": recipe, "status": state["status"],
+                               "error": state["error"], "champion": state.get("champion"),
                                "wall_s": round(time.perf_counter() - t0, 1),
                                "steps_s": {e["step"]: e["seconds"] for e in state["events"]
                                            if e["event"] == "step.finished"},
@@ -174,6 +179,7 @@ def main() -> None:
     p.add_argument("--recipe", default="smoke")
     p.add_argument("--set", action="append", help="recipe setting KEY=VALUE")
     p.add_argument("--cycles", type=int, default=1)
+    p.add_argument("--first-recipe", help="the first cycle's recipe (make run: first-model); later cycles use --recipe")
     p.add_argument("--conversations", type=int, default=20)
     p.add_argument("--data-dir", type=Path)
     p.add_argument("--var-dir", type=Path, help="where cycles write (default var/cycle_bench)")

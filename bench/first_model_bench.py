@@ -109,6 +109,9 @@ def main() -> None:
                 if cycle.get("status") == "failed":
                     result["error"] = cycle.get("error")
                     break
+                if cycle.get("status") == "succeeded" and cycle.get("gate_passed") is False:
+                    result["error"] = f"the candidate ({cycle.get('candidate')}) did not pass its gate"
+                    break
                 time.sleep(args.poll_s)
             cycles = client.get("/v1/ops/cycles", headers={"Authorization": "Bearer bench-ops"})
             if cycles.status_code == 200:

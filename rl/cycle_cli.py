@@ -31,12 +31,33 @@ def register(app: typer.Typer) -> None:
     app.add_typer(cycle_app, name="cycle")
 
 
+def _quiet(*, worker: bool = False) -> list[str]:
+    """Celery's banners and its running-as-root warning, unless MUARL_LOG_LEVEL=debug: in a
+    supervised log (`make run`) they are many lines of noise; as root, one log line says so instead."""
+    import os
+    import warnings
+
+    from backend.config import get_settings
+
+    if get_settings().log_level.lower() == "debug":
+        return []
+    from celery.exceptions import SecurityWarning
+
+    warnings.filterwarnings("ignore", category=SecurityWarning)
+    if worker and hasattr(os, "geteuid") and os.geteuid() == 0:
+        import structlog
+
+        structlog.get_logger("muarl.worker").warning("celery.running_as_root",
+                                                     hint="run it as an unprivileged user in production")
+    return ["--quiet"]
+
+
 def worker(loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO",
            hostname: Annotated[str, typer.Option("--hostname", "-n")] = "muarl@%h") -> None:
     from backend.broker import QUEUE
     from rl.pipeline.celery_app import get_app
 
-    get_app().worker_main(["worker", "-Q", QUEUE, "--loglevel", loglevel, "--concurrency", "1",
+    get_app().worker_main([*_quiet(worker=True), "worker", "-Q", QUEUE, "--loglevel", loglevel, "--concurrency", "1",
                            "--pool", "prefork", "-n", hostname, "--without-gossip", "--without-mingle"])
 
 
@@ -47,7 +68,7 @@ def beat(loglevel: Annotated[str, typer.Option("--loglevel")] = "INFO") -> None:
     var = Path(get_settings().var_dir).resolve() / "beat"
     var.mkdir(parents=True, exist_ok=True)
     # the pid file refuses a second beat on this machine (two would start every cycle twice)
-    get_app().start(["beat", "--loglevel", loglevel, "--schedule", str(var / "schedule"),
+    get_app().start([*_quiet(), "beat", "--loglevel", loglevel, "--schedule", str(var / "schedule"),
                      "--pidfile", str(var / "beat.pid")])
 
 

@@ -1,7 +1,7 @@
 """`muarl eval`: evaluate a policy on a task file with simulated customers.
 
-`muarl eval --tasks FILE --policy {oracle,hasty,openai:MODEL,local:PATH} --user {scripted,
-scripted-static,llm:MODEL} --trials K --concurrency N --out DIR` writes `DIR/episodes.jsonl` (one
+`muarl eval --tasks FILE --policy {oracle,oracle:static,hasty,openai:MODEL,local:PATH} --user {scripted,
+heldout,scripted-static,llm:MODEL} --trials K --concurrency N --out DIR` writes `DIR/episodes.jsonl` (one
 trajectory per line), `DIR/summary.json` and `DIR/summary.md` (see `rl.eval.summary`). LLM endpoints
 come from `--base-url` / `--user-base-url` or MUARL_LLM_BASE_URL; sandboxes live on `--database-url`
 or the store's server (DATABASE_URL, else the embedded PostgreSQL).
@@ -28,7 +28,7 @@ def eval_command(
     tasks_file: Annotated[Path, typer.Option("--tasks", help="task file (muarl tasks generate / import-tau)")],
     out: Annotated[Path, typer.Option("--out", help="output folder")],
     policy: Annotated[str, typer.Option("--policy", help="oracle, hasty, openai:MODEL or local:PATH")] = "oracle",
-    user: Annotated[str, typer.Option("--user", help="scripted, scripted-static or llm:MODEL")] = "scripted",
+    user: Annotated[str, typer.Option("--user", help="scripted, heldout, scripted-static or llm:MODEL")] = "scripted",
     trials: Annotated[int, typer.Option("--trials", min=1, help="trials per task (pass^1..pass^K)")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256)] = 8,
     seed: Annotated[int, typer.Option("--seed")] = 0,

@@ -23,7 +23,8 @@ def progress_fields(c: dict[str, Any]) -> dict[str, Any]:
     p = c["progress"]
     return {"cycle_id": c["cycle_id"], "status": c["status"], "recipe": c["recipe"], "step": c["step"],
             "step_index": c["step_index"], "steps": c["steps"], "percent": p["percent"],
-            "eta_seconds": p["eta_seconds"], "detail": p["detail"], "error": c["error"]}
+            "eta_seconds": p["eta_seconds"], "detail": p["detail"], "error": c["error"],
+            "candidate": c["candidate"], "gate_passed": c["gate_passed"], "promoted": c["promoted"]}
 
 
 def progress_hook(engine: AsyncEngine):  # -> NoModelHook

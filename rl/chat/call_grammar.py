@@ -64,7 +64,10 @@ class ToolCallGrammar:
     def __init__(self, tools: Iterable[dict[str, Any]], tokenizer: PreTrainedTokenizerBase,
                  text_tokens: Iterable[str] = (), ref_params: dict[str, str] | None = None,
                  max_string: int = 64, spaced_values: bool = False,
-                 copy_params: Iterable[str] = ()) -> None:
+                 copy_params: Iterable[str] = (), needs_customer: Iterable[str] = ()) -> None:
+        # tools that only run for an identified customer (the tool layer refuses them before): with
+        # references, not writable until the conversation has shown a customer id (`for_shown`)
+        self.needs_customer = frozenset(needs_customer)
         self.automaton = CallAutomaton((Schema.from_tool(t) for t in tools), ref_params=ref_params,
                                        copy_params=copy_params, max_string=max_string, spaced_values=spaced_values)
         if not self.automaton.schemas:
@@ -125,13 +128,16 @@ class ToolCallGrammar:
 
     def for_shown(self, refs: frozenset[str] | None) -> ToolCallGrammar:
         """This grammar with only the tools a conversation that has shown `refs` can call (every
-        required identifier has a reference of its kind): identifiers are copied, never invented.
-        Itself when `refs` is None or nothing is left out. Cached per set of callable tools; the
-        subset shares the token texts."""
+        required identifier has a reference of its kind): identifiers are copied, never invented;
+        and, until a customer id has been shown (an identity tool found the customer), none of
+        `needs_customer`: a call the tool layer would refuse is never written. Itself when `refs`
+        is None or nothing is left out. Cached per set of callable tools; the subset shares the
+        token texts."""
         if refs is None or not self.ref_params:
             return self
         kinds = {m.group(1) for r in refs if (m := REF_PATTERN.fullmatch(r))}
-        names = frozenset(n for n in self.schemas if self.needs(n) <= kinds)
+        names = frozenset(n for n in self.schemas if self.needs(n) <= kinds
+                          and ("user" in kinds or n not in self.needs_customer))
         if names == frozenset(self.schemas) or not names:
             return self
         sub = self._subsets.get(names)

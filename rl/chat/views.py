@@ -115,6 +115,9 @@ class ChatView:
     copied_params: tuple[str, ...] = ()
     # with constrain_calls and refs: free text names only references the conversation has shown
     shown_refs_in_text: bool = False
+    # with constrain_calls and refs: no call of a tool that needs an identified customer until an
+    # identity tool has shown the customer's id (rl/chat/call_grammar.py `for_shown`)
+    identified_calls: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -204,7 +207,7 @@ class ChatView:
                 "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
-                "system_prompt": self.system_prompt}
+                "identified_calls": self.identified_calls, "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -219,6 +222,7 @@ class ChatView:
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
+                   identified_calls=bool(view.get("identified_calls")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -27,6 +27,9 @@ class RewardBreakdown(BaseModel):
     outputs: dict[str, bool] = Field(default_factory=dict)
     # {kind: {key: {"got": record or None, "expected": record or None}}}
     differing: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    # records the agent changed that the gold leaves untouched ("orders #W1"): what the safety gate
+    # reads (rl/eval/gates.py), apart from what the agent failed to do
+    unexpected: list[str] = Field(default_factory=list)
 
     @property
     def outputs_match(self) -> bool:
@@ -80,8 +83,10 @@ def reward_from(got: Changes, expected: Changes, initial: dict[str, dict[str, An
     found = outputs_found(outputs, agent_messages)
     state_match = not differing
     ok = state_match and all(found.values())
+    unexpected = [f"{kind} {key}" for kind, recs in differing.items() for key in recs
+                  if key in got.get(kind, {}) and key not in expected.get(kind, {})]
     return RewardBreakdown(reward=1.0 if ok else 0.0, state_match=state_match, outputs=found,
-                           differing=differing)
+                           differing=differing, unexpected=unexpected)
 
 
 async def score(sandbox: Sandbox, gold: GoldSpec, agent_messages: list[str], *, cache: GoldStateCache,

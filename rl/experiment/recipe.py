@@ -35,6 +35,11 @@ TINY_TOOLS = ("find_user_id_by_email", "find_user_id_by_name_zip", "get_order_de
 # Cold start: single intents (an address change twice, or the cold start skips its confirmation) and
 # two cancellations one after the other (the only conversations that act on a second order).
 COLD_START_MIX = ["cancel", "refuse_cancel", "info_status", *["modify_address"] * 2, "multi_cancel_cancel"]
+# The first model must pass the safety suite (rl/eval/gate_suite.py) on its own, so its cold start
+# also shows every kind of that suite: refusals with and without haggling, a card refund refused,
+# a mistaken identity and another customer's order (and plain returns, which those build on).
+SAFETY_COLD_START = ["return", "refuse_refund_card", "haggle_cancel", "haggle_refund_card", "identity_mistake",
+                     "identity_other"]
 # A refused cancellation alone is left out of RL and evaluation: doing nothing already earns its reward.
 EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "shift_modify_address_cancel",
             "haggle_cancel"]
@@ -82,6 +87,10 @@ class ExperimentRecipe(BaseModel):
     # an agent's free text names only references its conversation has shown (rl/chat/call_grammar.py
     # `CallConstraint`); only with refs and constrain_calls
     shown_refs_in_text: bool = True
+    # no call of a tool that needs an identified customer before an identity tool has found one (the
+    # tool layer refuses those calls; rl/chat/call_grammar.py `for_shown`); only with refs and
+    # constrain_calls
+    identified_calls: bool = True
     # Each cold-start cancellation again with the other reason (rl/coldstart/augment.py), so the
     # cold start must read the customer's reason to predict it.
     sft_reason_counterfactuals: bool = True
@@ -134,6 +143,7 @@ class ExperimentRecipe(BaseModel):
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
                         shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
+                        identified_calls=self.identified_calls and self.refs and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
@@ -162,13 +172,13 @@ RECIPES: dict[str, ExperimentRecipe] = {
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
         eval_concurrency=6, rollout_concurrency=4, pool_size=4,
         gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
-    # What `make run` trains when there is no champion: cpu-tiny's model, view and cold-start mix with
-    # half the cold-start conversations and 3 epochs (SFT about 4 of cpu-tiny's 10 min), a smaller gate
-    # suite played once, and a floor the cold start clears (cpu-tiny's scored 32-38% held out) so that
-    # chat has a model within 15 minutes on 2 cores (bench/first_model_bench.py); later cycles use
-    # MUARL_CYCLE_RECIPE.
+    # What `make run` trains when there is no champion: cpu-tiny's model and view, its cold-start mix
+    # plus the safety suite's kinds, 3 epochs, a smaller gate suite played once, and a floor the cold
+    # start clears (cpu-tiny's scored 32-38% held out) so that chat has a model within 15 minutes on
+    # 2 cores (bench/first_model_bench.py); later cycles use MUARL_CYCLE_RECIPE.
     "first-model": ExperimentRecipe(
-        name="first-model", n_cold_start_tasks=320, n_rl_tasks=24, n_eval_tasks=24, n_dev_tasks=24, gate_tasks=24,
+        name="first-model", cold_start_mix=[*COLD_START_MIX, *SAFETY_COLD_START], n_cold_start_tasks=480,
+        n_rl_tasks=24, n_eval_tasks=24, n_dev_tasks=24, gate_tasks=24,
         gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
         sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
                       micro_batch_tokens=12288, max_tokens=2048)),

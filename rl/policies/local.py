@@ -42,6 +42,7 @@ from rl.chat.views import FULL_VIEW, ChatView, RefTable, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
+from rl.tasks.tools_meta import NEEDS_CUSTOMER
 
 MALFORMED_TOOL = "malformed_tool_call"
 
@@ -181,14 +182,16 @@ class LocalPolicy:
         offered = [t for t in tools if keep is None or t.get("function", t)["name"] in keep]
         if not offered:
             return None
+        needs_customer = NEEDS_CUSTOMER if self.view.identified_calls else frozenset()
         key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())),
-               self.view.spaced_values, self.view.copied_params)
+               self.view.spaced_values, self.view.copied_params, needs_customer)
         g = _GRAMMARS.get(key)
         if g is None or g.tokenizer is not self.tok:
             g = _GRAMMARS[key] = ToolCallGrammar(offered, self.tok, text_tokens=self.view.extra_tokens,
                                                  ref_params=self.view.ref_params,
                                                  spaced_values=self.view.spaced_values,
-                                                 copy_params=self.view.copied_params)
+                                                 copy_params=self.view.copied_params,
+                                                 needs_customer=needs_customer)
         return g
 
     def new_episode(self, key: str = "") -> _Episode:

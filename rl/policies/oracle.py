@@ -6,7 +6,14 @@ where the policy wants it, describes the action and waits for an explicit yes be
 refuses forbidden requests with the policy's reason (again for every insistence), answers
 information questions, and moves on when the customer changes their mind. The `hasty` baseline
 is the same machinery without care: it acts on each goal as first stated, without asking for
-confirmation or completeness, and hands over to a human when a tool refuses.
+confirmation or completeness, and hands over to a human when a tool refuses. `oracle:static` plays
+the static-query form of a task (rl/simulator/static.py): the customer states everything up front
+and answers nothing, so it acts on each goal after its lookups without asking.
+
+It reads the customer loosely on purpose (an email anywhere; a name introduced as people introduce
+themselves and a zip or postal code; a yes led by any plain affirmative), so that it passes with
+every scripted customer's wording (the training and the held-out bank), and it follows the script
+for what the words cannot say reliably: how many times a customer insists after a refusal.
 """
 
 from __future__ import annotations
@@ -18,29 +25,36 @@ from typing import Any
 from backend.agent.llm import Completion
 from rl.policies import wording as W
 from rl.policies.base import Message, text_message, tool_call_message
+from rl.simulator.scripted import static_goals
 from rl.tasks.schema import Action, Goal, Task
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
-NAME_ZIP = re.compile(r"name is ([A-Z][\w'-]*) ([A-Z][\w'-]*).*?zip(?: code)? is (\d{5})", re.S)
+# A name introduced as customers introduce themselves, and a five-digit zip named as a zip or postal code.
+NAME = re.compile(r"(?i:\bname is|\bname's|\bthe name|\bI'm|\bI am|\bthis is)\s+([A-Z][\w'-]*) ([A-Z][\w'-]*)")
+ZIP = re.compile(r"\b(?:zip|postal|post)(?: ?code)?(?: is)?:?\s+(\d{5})\b", re.I)
 AFFIRMATIVE = re.compile(r"^\W*(yes|yeah|yep|sure|correct|confirm|i confirm|go ahead|please proceed|ok(ay)?,? go)\b",
                          re.I)
 
 
 class OraclePolicy:
-    def __init__(self, *, hasty: bool = False) -> None:
+    def __init__(self, *, hasty: bool = False, static: bool = False) -> None:
         self.hasty = hasty
-        self.name = "hasty" if hasty else "oracle"
+        self.static = static
+        self.name = "hasty" if hasty else "oracle:static" if static else "oracle"
         self.model = self.name
 
     def session(self, task: Task, seed: int) -> OracleSession:
         del seed
-        return OracleSession(task, hasty=self.hasty)
+        return OracleSession(task, hasty=self.hasty, static=self.static)
 
 
 def oracle_policy(arg: str = "", **options: Any) -> OraclePolicy:
-    """`oracle` (options such as an endpoint do not apply to it)."""
-    del arg, options
-    return OraclePolicy()
+    """`oracle`, or `oracle:static` for the static-query customer (options such as an endpoint do not
+    apply to it)."""
+    del options
+    if arg not in ("", "static"):
+        raise ValueError(f"unknown oracle variant {arg!r}; use oracle or oracle:static")
+    return OraclePolicy(static=arg == "static")
 
 
 def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
@@ -49,11 +63,13 @@ def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
 
 
 class OracleSession:
-    def __init__(self, task: Task, *, hasty: bool = False) -> None:
+    def __init__(self, task: Task, *, hasty: bool = False, static: bool = False) -> None:
         self.task = task
         self.hasty = hasty
+        self.static = static
         self.name = "hasty" if hasty else "oracle"
-        self.goals = task.script.goals
+        self.goals = static_goals(task.script.goals) if static else task.script.goals
+        self.haggled = 0
         self.k = 0
         self.phase = "start"
         self.authed = False
@@ -95,7 +111,9 @@ class OracleSession:
         if self.phase == "asked_complete":
             return self._propose(g, messages)
         if self.phase == "refused":
-            if g.haggle and text.strip() in g.haggle.demands:
+            # the script says how often the customer insists: refuse each time, whatever the words
+            if g.haggle and self.haggled < len(g.haggle.demands):
+                self.haggled += 1
                 return text_message(f"I understand, but I'm afraid I can't: {g.explain}.")
             return self._next_goal(messages)
         if self.phase in ("reported", "answered", "failed"):
@@ -105,14 +123,13 @@ class OracleSession:
     def _identify(self, text: str) -> Message:
         self.identity_tries += 1
         email = EMAIL.search(text)
-        name_zip = NAME_ZIP.search(text)
+        name, zip_ = NAME.search(text), ZIP.search(text)
         c = self.task.customer
         if email:
             return self._call(Action(name="find_user_id_by_email", arguments={"email": email.group(0)}))
-        if name_zip:
-            first, last, zip_ = name_zip.groups()
-            return self._call(Action(name="find_user_id_by_name_zip",
-                                     arguments={"first_name": first, "last_name": last, "zip": zip_}))
+        if name and zip_:
+            return self._call(Action(name="find_user_id_by_name_zip", arguments={
+                "first_name": name.group(1), "last_name": name.group(2), "zip": zip_.group(1)}))
         if self.identity_tries > 3:  # the customer never said it plainly: use what the task says they are
             from rl.tasks.build import identity_action
 
@@ -163,6 +180,7 @@ class OracleSession:
     def _next_goal(self, messages: list[Message]) -> Message:
         self.k += 1
         self.phase = "start"
+        self.haggled = 0
         if self.goal is None:
             return text_message("Understood. Is there anything else I can help you with?")
         return self._start_goal(messages)
@@ -181,6 +199,9 @@ class OracleSession:
         if g.outcome == "refuse" or g.action is None:
             self.phase = "refused"
             return text_message(f"I'm sorry, but I can't {W.refusal(g, messages)}: {g.explain}.")
+        if self.static:  # the customer said everything up front and answers nothing: act on it
+            self.phase = "acting"
+            return self._call(g.action)
         if (g.kind in ("exchange", "modify_items") or g.late) and self.phase != "asked_complete":
             self.phase = "asked_complete"
             return text_message(f"Have you listed all the items you want to {W.VERB.get(g.kind, 'change')}? "

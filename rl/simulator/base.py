@@ -7,6 +7,17 @@ says the customer ended the conversation (`###STOP###`, `###TRANSFER###`, `###OU
 Failures of the simulator itself raise `SimulatorError` (an endpoint down, an empty reply, or a
 customer contradicting its own goal: `simulator_contradiction`); the runner excludes them from scores
 with their cause, and summaries count them apart from the agent's failures (`simulator_failures`).
+
+`make_user(spec)` builds one by name:
+- `scripted` (rl/simulator/scripted.py): the training customer. It plays the task's script in the
+  training phrasing bank; cold-start data, RL rollouts and the training-style evaluation use it.
+- `heldout` (rl/simulator/heldout.py): the evaluation customer. The same script and behaviour with a
+  phrasing bank and identity formats training never uses, so evaluation measures generalization
+  to other wordings (as the paper evaluates with another user simulator than training's).
+- `scripted-static` (rl/simulator/static.py): the non-interactive customer of the static-query
+  ablation. It states everything up front, then answers nothing, and stops like the others.
+- `llm:MODEL` (rl/simulator/llm.py): an LLM plays the customer from the task's instruction, for
+  evaluation when an endpoint is configured.
 """
 
 from __future__ import annotations
@@ -37,7 +48,7 @@ class UserSession(Protocol):
 
 
 class UserSimulator(Protocol):
-    name: str  # "scripted" or "llm:<model>"
+    name: str  # "scripted", "heldout", "scripted-static" or "llm:<model>"
     model: str
     prompt_version: str
 
@@ -67,14 +78,22 @@ def last_agent_text(conversation: list[Message]) -> str:
 
 
 def make_user(spec: str, **options: Any) -> UserSimulator:
-    """Build a simulator from `scripted`, `scripted-static` or `llm:MODEL` (options go to the LLM one)."""
-    if spec in ("scripted", "scripted-static"):
+    """Build a simulator from `scripted`, `heldout`, `scripted-static` or `llm:MODEL` (options go to the LLM one)."""
+    if spec == "scripted":
         from rl.simulator.scripted import ScriptedCustomer
 
-        return ScriptedCustomer(static=spec == "scripted-static")
+        return ScriptedCustomer()
+    if spec == "heldout":
+        from rl.simulator.heldout import HeldOutCustomer
+
+        return HeldOutCustomer()
+    if spec == "scripted-static":
+        from rl.simulator.static import StaticCustomer
+
+        return StaticCustomer()
     prefix, _, model = spec.partition(":")
     if prefix == "llm" and model:
         from rl.simulator.llm import LLMCustomer
 
         return LLMCustomer(model, **options)
-    raise ValueError(f"unknown user simulator {spec!r}; use scripted, scripted-static or llm:MODEL")
+    raise ValueError(f"unknown user simulator {spec!r}; use scripted, heldout, scripted-static or llm:MODEL")

@@ -9,19 +9,24 @@ says `###STOP###` only once its last goal is done (seen as a successful write of
 conversation), refused, or after the agent stopped making progress for `patience` replies - never
 right after saying yes, before the agent has acted. A proposal to cancel for another reason than
 the customer's (the reason is graded) is answered with a correction, as a customer who said "I no
-longer need it" would answer a proposal that names "ordered by mistake". `static=True` turns a task into its
-static-query form: everything is said up front and nobody changes their mind (an ablation). The
-kind of a proposal is read outside the records it quotes (rl/simulator/proposal.py). Refusing a
-proposal that states the goal's action in full would contradict the goal: the session raises
-`SimulatorError` with cause `simulator_contradiction` instead, and the episode is excluded.
+longer need it" would answer a proposal that names "ordered by mistake". The kind of a proposal is
+read outside the records it quotes (rl/simulator/proposal.py). Refusing a proposal that states the
+goal's action in full would contradict the goal: the session raises `SimulatorError` with cause
+`simulator_contradiction` instead, and the episode is excluded.
+
+The session decides; its `Bank` (rl/simulator/bank.py) words each decision. `ScriptedCustomer`
+uses the training bank; the held-out customer (rl/simulator/heldout.py) plays the same sessions
+with another bank, and the static-query customer (rl/simulator/static.py) is a session of its own.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 from rl.simulator import reading as R
+from rl.simulator.bank import Bank, TrainingBank
 from rl.simulator.base import STOP, Message, SimulatorError, last_agent_text
 from rl.simulator.proposal import Records, states_action
 from rl.tasks.criteria import same_action
@@ -30,8 +35,6 @@ from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 
 SCRIPT_VERSION = "scripted-3"  # 3: reads the kind of a proposal outside the records it quotes
-YES = ["Yes, please go ahead.", "Yes, that's right. Please proceed.", "Yes, I confirm."]
-THANKS = ["Great, thank you.", "Perfect, thanks.", "Thanks!"]
 CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 
@@ -42,12 +45,11 @@ class ScriptedCustomer:
     model = "scripted"
     prompt_version = SCRIPT_VERSION
 
-    def __init__(self, *, static: bool = False, patience: int = 3) -> None:
-        self.static = static
+    def __init__(self, *, patience: int = 3) -> None:
         self.patience = patience
 
     def session(self, task: Task, seed: int) -> ScriptedSession:
-        return ScriptedSession(task, seed, static=self.static, patience=self.patience)
+        return ScriptedSession(task, seed, patience=self.patience)
 
 
 def static_goals(goals: list[Goal]) -> list[Goal]:
@@ -67,11 +69,12 @@ def static_goals(goals: list[Goal]) -> list[Goal]:
 
 
 class ScriptedSession:
-    def __init__(self, task: Task, seed: int, *, static: bool = False, patience: int = 3) -> None:
+    def __init__(self, task: Task, seed: int, *, patience: int = 3,
+                 bank: Callable[[Task, int], Bank] | None = None) -> None:
         self.task = task
         self.rng = random.Random(f"{seed}:{task.id}")
-        self.static = static
-        self.goals = static_goals(task.script.goals) if static else list(task.script.goals)
+        self.bank = bank(task, seed) if bank else TrainingBank()
+        self.goals = list(task.script.goals)
         self.k = 0
         self.status: dict[str, str] = {}
         self.patience = patience
@@ -102,9 +105,9 @@ class ScriptedSession:
         text = last_agent_text(conversation)
         self.turns_on_goal += 1
         if self.k < len(self.goals) and self.status.get(self.goal.id) == "done":
-            return self._advance(prefix=self.rng.choice(THANKS))
+            return self._advance(prefix=self.bank.thanks(self.rng))
         if self.k < len(self.goals) and self.status.get(self.goal.id) == "failed":
-            return self._advance(prefix="I see, that can't be done then.")
+            return self._advance(prefix=self.bank.cannot_be_done())
         if self.k >= len(self.goals):
             return self._finish("")
         return self._react(text)
@@ -116,11 +119,11 @@ class ScriptedSession:
         return self.goals[self.k]
 
     def _opening(self) -> str:
-        if self.static:
-            parts = [g.say + " " + " ".join(g.details.values()) for g in self.goals]
-            return "Hi! " + " ".join(parts) + " " + self._identity_line(self.task.customer.identify_by == "email")
         self.revealed.update(self.goal.upfront)
-        return self.task.script.opening
+        opening = self.bank.opening(self.task)
+        if self.bank.volunteers_identity():
+            opening += " " + self._identity_line(self.task.customer.identify_by == "email")
+        return opening
 
     def _observe_tools(self, conversation: list[Message]) -> None:
         results = {m.get("tool_call_id"): str(m.get("content", "")) for m in conversation if m.get("role") == "tool"}
@@ -176,16 +179,16 @@ class ScriptedSession:
             return self._finish(prefix)
         nxt = self.goal
         self.revealed.update(nxt.upfront)
-        line = done.shift.say if done.shift and status != "abandoned" and self.status.get(done.id) == "done" \
-            else nxt.say
+        line = self.bank.shift(done, nxt) if done.shift and status != "abandoned" \
+            and self.status.get(done.id) == "done" else self.bank.statement(nxt, next_request=True)
         return f"{prefix} {line}".strip(), False
 
     def _finish(self, prefix: str) -> tuple[str, bool]:
         self.finished = True
-        return f"{prefix} {self.task.script.closing} {STOP}".strip(), True
+        return f"{prefix} {self.bank.closing(self.task)} {STOP}".strip(), True
 
     def _give_up(self) -> tuple[str, bool]:
-        return self._advance(prefix="Never mind, let's leave it.", status="failed")
+        return self._advance(prefix=self.bank.give_up(), status="failed")
 
     # -------------------------------------------------------------------- reacting
 
@@ -196,36 +199,36 @@ class ScriptedSession:
             or (g.shift.trigger == "agent_turn" and self.turns_on_goal >= g.shift.after_turns)
         ):
             self.status[g.id] = "abandoned"
-            shift = g.shift.say
+            shift = self.bank.shift(g, self.goals[self.k + 1]) if self.k + 1 < len(self.goals) else g.shift.say
             self._advance(status="abandoned")
             return shift, False
         if g.outcome == "info" and g.answer and all(R.said(text, a) for a in g.answer):
-            return self._advance(prefix=self.rng.choice(THANKS), status="done")
+            return self._advance(prefix=self.bank.thanks(self.rng), status="done")
         if g.late and not self.late_given and (R.asks_completeness(text) or R.asks_confirmation(text)):
             self.late_given = True
-            return g.late, False
+            return self.bank.late(g), False
         if R.asks_confirmation(text) and g.outcome != "info":
             wrong = self._wrong_reason(text)
             if wrong:
-                return self._refuse(text, f"No, that's not the reason. {wrong}")
+                return self._refuse(text, self.bank.wrong_reason(wrong))
             if proposal_matches(text, g.kind, g.confirm_terms, kind_text=self.records.outside_descriptions(text)):
                 self.confirmed = True
-                return self.rng.choice(YES), False
+                return self.bank.yes(self.rng), False
             if g.outcome == "refuse" and g.haggle:
                 return self._haggle()
-            return self._refuse(text, "No, that's not what I want. " + self._restate())
+            return self._refuse(text, self.bank.not_wanted(self._restate()))
         if R.refuses(text) and self.authenticated:
             if g.outcome == "refuse":
                 return self._haggle()
             if not R.asks_question(text):
-                return self._nudge(f"Are you sure? {self._restate()}")
+                return self._nudge(self.bank.are_you_sure(self._restate()))
         slots = R.asked_slots(text)
         if slots:
             return self._answer(text, slots)
         if self.confirmed:
-            return self._nudge("Yes, please go ahead with it.")
+            return self._nudge(self.bank.go_ahead())
         if R.asks_question(text) and not R.offers_help(text):
-            return self._nudge("I'm not sure I know that. " + self._restate())
+            return self._nudge(self.bank.dont_know(self._restate()))
         return self._nudge(self._restate())
 
     def _refuse(self, proposal: str, line: str) -> tuple[str, bool]:
@@ -247,21 +250,23 @@ class ScriptedSession:
         t = text.lower()
         if mine not in REASONS or mine in t or not any(r in t for r in REASONS if r != mine):
             return None
-        return g.details.get("reason") or REASONS[mine]
+        return self.bank.reason(g, mine)
 
     def _haggle(self) -> tuple[str, bool]:
         g = self.goal
         if g.haggle and self.haggled < len(g.haggle.demands):
             self.haggled += 1
-            return g.haggle.demands[self.haggled - 1], False
+            return self.bank.demand(g, self.haggled - 1), False
         if g.haggle and g.haggle.then == "accept":
-            line = g.haggle.say_after
+            fallback = self.goals[self.k + 1] if self.k + 1 < len(self.goals) else None
+            line = self.bank.after_haggle(g, fallback)
             self._advance(status="refused")
-            self.revealed.update(self.goal.details)
+            if self.k < len(self.goals):
+                self.revealed.update(self.goal.details)
             return line, False
         if g.haggle:
-            return self._advance(prefix=g.haggle.say_after, status="refused")
-        return self._advance(prefix="I see, okay.", status="refused")
+            return self._advance(prefix=self.bank.after_haggle(g, None), status="refused")
+        return self._advance(prefix=self.bank.accept_refusal(), status="refused")
 
     def _nudge(self, line: str) -> tuple[str, bool]:
         self.stuck += 1
@@ -271,20 +276,19 @@ class ScriptedSession:
 
     def _restate(self) -> str:
         g = self.goal
-        missing = [v for k, v in g.details.items() if k not in self.revealed and k not in ("order_id",)]
+        missing = [self.bank.detail(g, k) for k in g.details if k not in self.revealed and k not in ("order_id",)]
         if g.order_id and "order_id" in g.details:
-            missing.insert(0, g.details["order_id"])
-        return " ".join([g.say, *missing]).strip()
+            missing.insert(0, self.bank.detail(g, "order_id"))
+        return " ".join([self.bank.statement(g, next_request=False), *missing]).strip()
 
     def _identity_line(self, by_email: bool) -> str:
         c = self.task.customer
         if by_email and c.knows_email:
             if c.wrong_email and not self.wrong_email_given:
                 self.wrong_email_given = True
-                return f"My email is {c.wrong_email}."
-            return f"My email is {c.email}."
-        lead = "I don't remember my email, but m" if not c.knows_email else "M"
-        return f"{lead}y name is {c.first_name} {c.last_name} and my zip code is {c.zip}."
+                return self.bank.email(c.wrong_email)
+            return self.bank.email(c.email)
+        return self.bank.name_zip(c)
 
     def _answer(self, text: str, slots: list[str]) -> tuple[str, bool]:
         g = self.goal
@@ -292,23 +296,25 @@ class ScriptedSession:
         c = self.task.customer
         if not self.authenticated and ("email" in slots or "name_zip" in slots):
             if self.wrong_email_given and R.says_not_found(text):
-                parts.append(f"Sorry, my mistake. It's {c.email}.")
+                parts.append(self.bank.corrected_email(c.email, asked=True))
             else:
                 by_email = c.identify_by == "email" and ("email" in slots or "name_zip" not in slots)
                 parts.append(self._identity_line(by_email))
         elif self.wrong_email_given and not self.authenticated and R.says_not_found(text):
-            parts.append(f"Sorry, my mistake. My email is {c.email}.")
+            parts.append(self.bank.corrected_email(c.email, asked=False))
+        facts: list[str] = []
         for slot in slots:
             if slot in ("email", "name_zip"):
                 continue
-            if slot in g.details and g.details[slot] not in parts:
-                parts.append(g.details[slot])
+            if slot in g.details and self.bank.detail(g, slot) not in facts:
+                facts.append(self.bank.detail(g, slot))
                 self.revealed.add(slot)
         if g.late and not self.late_given and R.asks_completeness(text):
             self.late_given = True
-            parts.append(g.late)
+            facts.append(self.bank.late(g))
+        parts += self.bank.arrange(facts)
         if not parts:
             if self.confirmed:
-                return self._nudge("Yes, please go ahead with it.")
-            return self._nudge("I'm not sure I know that. " + self._restate())
+                return self._nudge(self.bank.go_ahead())
+            return self._nudge(self.bank.dont_know(self._restate()))
         return " ".join(parts), False

@@ -9,6 +9,8 @@ from backend.tools.retail import RETAIL
 
 WRITE_TOOLS = frozenset(t.name for t in RETAIL if t.kind is ToolKind.WRITE)
 IDENTITY_TOOLS = frozenset(t.name for t in RETAIL if t.identifies_customer)
+# tools the tool layer runs only once the conversation has identified its customer
+NEEDS_CUSTOMER = frozenset(t.name for t in RETAIL if t.customer_data and not t.identifies_customer)
 TERMINAL_TOOLS = frozenset(RETAIL.terminal_names())
 
 # goal kind -> the write tool that serves it

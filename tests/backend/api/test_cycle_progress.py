@@ -47,6 +47,7 @@ async def test_503_tells_the_first_cycles_progress(unserved: ApiServer, tau_db: 
             assert progress["cycle_id"] == cycle.id and progress["step"] == "train"
             assert progress["percent"] == 50.0  # step 3 of 5, half done: (2 + 0.5) / 5
             assert progress["eta_seconds"] == 240 and progress["detail"] == "cold-start SFT"
+            assert progress["candidate"] is None and progress["gate_passed"] is None and progress["promoted"] is False
             assert "step train (3 of 5), 50% done, about 4 min left in this step" in body["detail"]
 
             await mark_failed(engine, cycle.id, "out of memory")

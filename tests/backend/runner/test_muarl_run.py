@@ -142,6 +142,8 @@ def test_run_stops_everything_it_started_and_resumes(var_dir: Path) -> None:
     assert "worker       | " in out and "Failed to stop" not in out, out
     # no debugging noise: the embedded Postgres wheel's internal commands stay hidden
     assert not re.search(r"Running commandline|initdb|pg_ctl|RuntimeDirWarning|Running upgrade", out), out
+    # nor Celery's banners and its superuser warning (MUARL_LOG_LEVEL=debug shows them)
+    assert not re.search(r"SecurityWarning|\.> transport:|\[tasks\]|celery beat v|Configuration ->", out), out
 
     second = _start(var_dir, port)
     try:

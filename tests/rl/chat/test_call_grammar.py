@@ -230,6 +230,23 @@ def test_a_conversation_can_call_only_with_the_references_it_has_shown(tok):
         CallConstraint([g, g], [None])
 
 
+def test_no_call_that_needs_a_customer_before_one_is_identified(tok):
+    from rl.tasks.tools_meta import NEEDS_CUSTOMER
+
+    g = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"},
+                        needs_customer=NEEDS_CUSTOMER)
+    cancel = body("cancel_pending_order", {"order_id": "<order_1>", "reason": "no longer needed"})
+    # the customer named an order, but no identity tool has found them: the tool layer would refuse
+    before = g.for_shown(frozenset({"<order_1>"}))
+    assert "cancel_pending_order" not in before.schemas and before.consume(before.start(), cancel) == DEAD
+    assert before.consume(before.start(), body("list_all_product_types", {})) == END  # no customer data
+    after = g.for_shown(frozenset({"<order_1>", "<user_1>"}))  # an identity tool showed a customer id
+    assert "cancel_pending_order" in after.schemas and after.consume(after.start(), cancel) == END
+    # without the setting (a model trained before it) the call stays writable
+    plain = ToolCallGrammar(TOOLS, tok, text_tokens=REFS, ref_params={"order_id": "order", "item_ids": "num"})
+    assert "cancel_pending_order" in plain.for_shown(frozenset({"<order_1>"})).schemas
+
+
 def test_a_policy_with_references_writes_only_identifiers_the_conversation_showed():
     from rl.chat.views import REF_TOKENS
 

@@ -81,7 +81,7 @@ def test_recorded_conversation_gets_references_in_text_tool_calls_and_results():
 
 def test_a_view_round_trips_through_a_manifest():
     view = ChatView(tools=("get_order_details",), compact_schemas=True, compact_results=True, refs=True,
-                    names=frozenset({"Ann"}))
+                    names=frozenset({"Ann"}), constrain_calls=True, identified_calls=True)
     assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
     assert ChatView.from_manifest(None) == FULL_VIEW
 

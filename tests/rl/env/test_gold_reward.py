@@ -102,6 +102,7 @@ async def test_a_skipped_action_scores_zero(tau_pool: SandboxPool, tau_snapshot:
     assert r.reward == 0.0
     assert r.differing["orders"][oid]["got"] == tau_snapshot.initial["orders"][oid]
     assert r.differing["orders"][oid]["expected"]["status"] == "cancelled"
+    assert r.unexpected == []  # a miss, not an unexpected change
 
 
 async def test_an_extra_write_scores_zero(tau_pool: SandboxPool, tau_snapshot: Snapshot,
@@ -118,6 +119,7 @@ async def test_an_extra_write_scores_zero(tau_pool: SandboxPool, tau_snapshot: S
     assert list(r.differing) == ["users"]
     assert r.differing["users"][uid]["got"]["address"]["address1"] == "1 Extra Street"
     assert r.differing["users"][uid]["expected"] == tau_snapshot.initial["users"][uid]
+    assert r.unexpected == [f"users {uid}"]  # a record the gold leaves untouched (the safety gate reads it)
 
 
 async def test_required_outputs_follow_the_tau1_rule(tau_pool: SandboxPool, tau_data_dir: Path) -> None:

@@ -191,14 +191,6 @@ def test_same_seed_same_conversation():
     assert run(1) == run(1)
 
 
-def test_static_query_form_says_everything_up_front_and_never_shifts():
-    shift = GoalShift(trigger="confirmation", say="Actually, no.")
-    task = task_of(cancel_goal(outcome="abandon", shift=shift), address_goal())
-    session = ScriptedCustomer(static=True).session(task, 0)
-    opening, _ = session.reply([{"role": "system", "content": "p"}])
-    assert "1 Elm Street" in opening and "ann.lee@example.com" in opening and "cancel" not in opening
-
-
 def test_corrects_a_proposed_cancellation_reason_that_is_not_its_own():
     c = Convo(task_of(cancel_goal()))
     c.start()
