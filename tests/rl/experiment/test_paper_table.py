@@ -25,9 +25,9 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     assert on_disk["command"] == "muarl experiment paper-table --recipe smoke"
     assert on_disk["eval_set"] == "test" and on_disk["eval_trials"] == recipe.eval_trials == 2
     # the first evaluation customer gives `rows`; the other's rows are kept beside them
-    assert on_disk["eval_customer"] == "scripted-static" and on_disk["eval_customers"] == recipe.eval_customers
-    assert set(on_disk["rows_by_customer"]) == {"scripted-static", "scripted"}
-    assert on_disk["rows_by_customer"]["scripted-static"] == on_disk["rows"]
+    assert on_disk["eval_customer"] == "heldout" and on_disk["eval_customers"] == recipe.eval_customers
+    assert set(on_disk["rows_by_customer"]) == {"heldout", "scripted"}
+    assert on_disk["rows_by_customer"]["heldout"] == on_disk["rows"]
     for rows in on_disk["rows_by_customer"].values():
         for r in rows.values():
             assert isinstance(r["pass1"], float) and isinstance(r["tcr"], float) and 0 <= r["pass1"] <= 1
@@ -50,11 +50,11 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     lo, hi = on_disk["gain_ci95"]
     assert isinstance(lo, float) and lo <= on_disk["gain_mean"] <= hi
     assert on_disk["n_paired_tasks"] <= recipe.n_eval_tasks
-    assert set(on_disk["gains_by_customer"]) == {"scripted-static", "scripted"}
+    assert set(on_disk["gains_by_customer"]) == {"heldout", "scripted"}
     # every model, every customer: its greedy and sampled evaluations
     assert set(on_disk["models"]) == {"base", "cold_start", *GRPO_MODELS} == set(evaluated_models(recipe))
     for model in on_disk["models"]:
-        for c in ("scripted-static", "scripted"):
+        for c in ("heldout", "scripted"):
             greedy = json.loads((out / "eval" / model / c / "greedy" / "summary.json").read_text())
             sampled = json.loads((out / "eval" / model / c / "sampled" / "summary.json").read_text())
             assert greedy["trials"] == 1 and sampled["trials"] == 1
@@ -76,7 +76,7 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     failures = json.loads((out / "failures.json").read_text())
     assert set(failures) == set(on_disk["models"])
     for model, by_c in on_disk["models"].items():
-        r = by_c["scripted-static"]
+        r = by_c["heldout"]
         n_failed = round((1 - r["pass1"]) * recipe.n_eval_tasks) - r["excluded"]
         assert sum(failures[model].values()) >= n_failed
     assert "| cause |" in (out / "failures.md").read_text()
@@ -128,14 +128,14 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     # runs, and only for the missing customer.
     import shutil
 
-    kept = (out / "eval" / "mua_rl_s1" / "scripted-static" / "greedy" / "episodes.jsonl").stat().st_mtime_ns
+    kept = (out / "eval" / "mua_rl_s1" / "heldout" / "greedy" / "episodes.jsonl").stat().st_mtime_ns
     (out / "eval" / "mua_rl_s1" / "result.json").unlink()
     shutil.rmtree(out / "eval" / "mua_rl_s1" / "scripted")
     resumed = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
     assert resumed["reused_stages"] == [s for s in stages if s != "eval_mua_rl_s1"]
     assert set(resumed["stage_seconds"]) == {"cold_start_data", "base_model", "sft", "eval_mua_rl_s1"}
     assert (out / "eval" / "mua_rl_s1" / "scripted" / "greedy" / "summary.json").exists()
-    assert (out / "eval" / "mua_rl_s1" / "scripted-static" / "greedy" / "episodes.jsonl").stat().st_mtime_ns == kept
+    assert (out / "eval" / "mua_rl_s1" / "heldout" / "greedy" / "episodes.jsonl").stat().st_mtime_ns == kept
     assert resumed["rows"] == table["rows"]
     # A stage that fails in a worker stops the run: the error names the stage and carries the
     # worker's traceback, and the workers drop the snapshots and sandboxes they made.
@@ -206,9 +206,16 @@ def test_round_robin_takes_kinds_in_turn_and_says_which_kind_ran_out():
 
 
 async def _paper_databases(server_url: str) -> set[str]:
+    """The experiments' databases whose owner process is gone (rl/env/ownership.py): what a dead
+    worker left behind. Databases of live processes (other test runs on the same server) are not
+    counted."""
     from sqlalchemy import text
 
     from backend.db.engine import admin_connection
+    from rl.env.ownership import database_owner, live_owners
 
     async with admin_connection(server_url) as admin:
-        return set((await admin.execute(text("SELECT datname FROM pg_database WHERE datname LIKE 'paper%'"))).scalars())
+        query = text("SELECT datname FROM pg_database WHERE datname LIKE 'paper%'")
+        names = set((await admin.execute(query)).scalars())
+        alive = await live_owners(admin)
+    return {n for n in names if database_owner(n) not in alive}
