@@ -70,8 +70,8 @@ def seed_gains(control: Result, runs: dict[int, Result]) -> dict[str, Any]:
 
 def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
     """What a reader must know about a row that is not a finding: the base is a random network; a
-    GRPO row whose runs had no reward signal (every rollout scored 0, no step updated the model) is
-    its starting model unchanged; an ablation that ran for fewer seeds than MUA-RL says so."""
+    GRPO row whose runs had no reward signal (every rollout of every step scored 0) learned nothing
+    from GRPO; an ablation that ran for fewer seeds than MUA-RL says so."""
     notes = {"base": "random initialisation, never trained on any text: the floor, not a baseline"}
     runs = grpo_runs(recipe)
     n_main = sum(r.row == "mua_rl" for r in runs)
@@ -79,12 +79,11 @@ def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
         mine = [r for r in runs if r.row == row]
         said = []
         metrics = [_metrics(out / "grpo" / r.name / "metrics.jsonl") for r in mine]
-        if metrics and all(ms and not any(m.get("reward_mean") for m in ms)
-                           and not any(m.get("update_rollouts") for m in ms) for ms in metrics):
+        if metrics and all(ms and not any(m.get("reward_mean") for m in ms) for ms in metrics):
             rollouts = sum(m.get("rollouts", 0) for ms in metrics for m in ms)
             start = GRPO_RUNS[row][0]
             said.append(f"GRPO from the {'random base' if start == 'base' else start}: none of its {rollouts} "
-                        "rollouts succeeded, so GRPO had no signal and no step changed the model")
+                        "rollouts earned any reward, so every advantage was 0 and GRPO had no signal")
         if len(mine) < n_main:
             said.append(f"{len(mine)} seed{'s' if len(mine) > 1 else ''} (GRPO seed "
                         f"{', '.join(str(r.seed) for r in mine)}), MUA-RL {n_main}")

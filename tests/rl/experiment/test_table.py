@@ -61,7 +61,7 @@ def test_notes_say_which_rows_are_no_finding(tmp_path):
     for run in ("mua_rl_s0", "mua_rl_s1", "static_query_s0"):
         _metrics(tmp_path / "grpo" / run, 0.25)
     notes = row_notes(tmp_path, RECIPE)
-    assert notes["no_cold_start"].startswith("GRPO from the random base: none of its 8 rollouts succeeded")
+    assert notes["no_cold_start"].startswith("GRPO from the random base: none of its 8 rollouts earned any reward")
     assert "1 seed (GRPO seed 0), MUA-RL 2" in notes["no_cold_start"]
     assert notes["static_query"] == "1 seed (GRPO seed 0), MUA-RL 2" and "mua_rl" not in notes
     assert "random initialisation" in notes["base"]
