@@ -161,7 +161,9 @@ class ExperimentRecipe(BaseModel):
 
 
 RECIPES: dict[str, ExperimentRecipe] = {
-    "cpu-tiny": ExperimentRecipe(name="cpu-tiny"),
+    # a cold start of cpu-tiny's size scores 0.25-0.28 pass^1 on the gate suite's held-out mix (the
+    # first-model runs, bench/results/README.md); one under 0.10 is broken and must not be served
+    "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10),
     "smoke": ExperimentRecipe(
         name="smoke", n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6, n_dev_tasks=6, n_val_tasks=6,
         vocab_size=600, seeds=2, eval_trials=2, eval_customers=["heldout", "scripted"], llm_customer=False,

@@ -44,7 +44,14 @@ async def register(url: str, folder: Path, *, cycle_id: str, recipe: str, parent
 
 async def record_report(url: str, candidate: str, baseline: str | None, report: dict[str, Any], markdown: str,
                         suite: str | None) -> int:
+    """Record the cycle's gate report once: a rerun after a crash between the insert and the step's
+    output finds the report this cycle already recorded (reports are append-only) and returns its id."""
+    cycle = (report.get("meta") or {}).get("cycle")
     async with _registry(url) as reg:
+        if cycle is not None:
+            for old in await reg.gate_reports(candidate):
+                if old.baseline_id == baseline and (old.report.get("meta") or {}).get("cycle") == cycle:
+                    return old.id
         record = await reg.record_gate_report(candidate, baseline, report, markdown, actor=ACTOR, suite=suite)
         return record.id
 
