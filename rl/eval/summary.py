@@ -5,7 +5,8 @@ is `n_tasks`, `trials`, `pass_hat_k`, `tcr`, `excluded`, `by_tag`; the rest is f
 `to_markdown` renders it for `summary.md`. Excluded episodes (failures outside the agent) count
 in `excluded` only (cause -> episodes); `simulator_failures` counts those the simulated customer
 caused (an endpoint failure, or a customer contradicting its own goal). `failure_causes` counts
-why the failed episodes failed (rl/eval/failures.py).
+why the failed episodes failed (rl/eval/failures.py). `task_success` gives each task's success
+rate, what paired comparisons of two models over the same tasks take (rl/eval/metrics.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def _task_results(tasks: list[Task], trajs: list[Trajectory]) -> dict[str, tuple
         if t.excluded is None:
             valid[t.task_id].append(t)
     return {task.id: (len(valid[task.id]), sum(t.success for t in valid[task.id])) for task in tasks}
+
+
+def task_success(tasks: list[Task], trajs: list[Trajectory]) -> dict[str, float | None]:
+    """Per task id, the fraction of its valid trials that succeeded; None when none was valid."""
+    return {tid: (c / n if n else None) for tid, (n, c) in _task_results(tasks, trajs).items()}
 
 
 def summarize(tasks: list[Task], trajs: list[Trajectory], trials: int, *, meta: dict[str, Any] | None = None,

@@ -2,11 +2,18 @@
 Stages, each writing its result under DIR and skipped when it is already there (so an interrupted
 run continues; `reused_stages` in the table lists them): task sets on disjoint customers
 (`DIR/tasks/`), cold-start data played by the teacher and quality-filtered (`DIR/coldstart/`), a
-BPE tokenizer and random tiny Qwen3 (`DIR/models/base`), SFT (`DIR/models/cold_start`), three GRPO
-runs (`mua_rl`, `no_cold_start`, `static_query`: rl/experiment/plan.py `GRPO_RUNS`), evaluation of
-the five rows on the held-out tasks (`DIR/eval/<row>/`; with `workers` > 1 these two kinds of stage
-run side by side, rl/experiment/parallel.py), then `DIR/table.json`, `DIR/table.md`, plots and
-`DIR/failures.{json,md}` (rl/eval/failures.py)."""
+BPE tokenizer and random tiny Qwen3 (`DIR/models/base`), SFT (`DIR/models/cold_start`), both trained
+once; then the GRPO runs (rl/experiment/plan.py `grpo_runs`: `mua_rl` for each of `seeds` GRPO
+seeds from that one cold start, the ablations `no_cold_start` and `static_query` for
+`ablation_seeds`) and the evaluation of every model with every evaluation customer, greedy and
+sampled (`DIR/eval/<model>/`, rl/experiment/stages.py; with `workers` > 1 these two kinds of stage
+run side by side, rl/experiment/parallel.py), then `DIR/table.json` and `DIR/table.md`
+(rl/experiment/table.py), plots and `DIR/failures.{json,md}` (rl/eval/failures.py).
+
+The task sets (`build_task_sets`), each on customers of its own (`customer_bucket`): cold start and
+RL (training), `val` (checkpoint selection, on RL-side customers no RL task uses), `dev` (recipe
+decisions: `--set eval_set=dev`) and `test` (the table one commits; drawn with `test_task_seed`).
+"""
 
 
 from __future__ import annotations
@@ -31,44 +38,87 @@ from rl.experiment.plan import (
     Reporter,
     SilentReporter,
     TaskSets,
+    customer_folder,
+    evaluated_models,
+    evaluation_customers,
+    grpo_runs,
     result_marker,
     row_result,
+    stage_done,
     task_set_names,
 )
 from rl.experiment.recipe import ExperimentRecipe
 from rl.experiment.stages import Stages
+from rl.experiment.table import build_table, row_notes, table_markdown
 from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
 __all__ = ["GRPO_RUNS", "ROWS", "TASK_SETS", "Experiment", "build_task_sets", "customer_bucket",
-           "row_result", "round_robin", "task_set_names", "write_failures"]
+           "row_result", "round_robin", "task_set_names", "table_markdown", "write_failures"]
+# Which task set a customer's tasks may go to, by tenths of the customers: 20% test, 10% dev,
+# 35% cold start, 35% RL (validation takes RL-side customers that no RL task uses).
+BUCKETS = (("test", 2), ("dev", 1), ("cold_start", 3.5), ("rl", 3.5))
 
 
-def customer_bucket(user_id: str) -> str:
-    """Which task set a customer belongs to: 20% evaluation, 40% cold start, 40% RL."""
-    h = int(hashlib.sha256(f"paper-table:{user_id}".encode()).hexdigest()[:8], 16) % 10
-    return "eval" if h < 2 else "cold_start" if h < 6 else "rl"
+def customer_bucket(user_id: str, seed: int = 0) -> str:
+    """Which task set customer `user_id` belongs to in an experiment of task seed `seed` (`BUCKETS`):
+    another task seed shuffles the customers into other buckets."""
+    h = int(hashlib.sha256(f"paper-table:{seed}:{user_id}".encode()).hexdigest()[:8], 16) % 20
+    edge = 0.0
+    for name, tenths in BUCKETS:
+        edge += 2 * tenths
+        if h < edge:
+            return name
+    raise AssertionError("BUCKETS must add up to 10 tenths")
+
+
+def frozen_test_seed(recipe: ExperimentRecipe) -> int:
+    """The generator seed of the test set: from `task_seed` and `test_task_seed` together, and never
+    one of the `task_seed * 10 + k` seeds of the other sets."""
+    h = hashlib.sha256(f"paper-table-test:{recipe.task_seed}:{recipe.test_task_seed}".encode()).hexdigest()
+    return 10**9 + int(h[:8], 16)
 
 
 def build_task_sets(recipe: ExperimentRecipe, data: StoreData) -> TaskSets:
-    """The experiment's task sets: cold start, RL and evaluation on the customers of their own
-    bucket (`customer_bucket`), and validation (when the recipe asks for it) on customers of the RL
-    bucket that no RL task uses."""
-    from rl.tasks.generator import generate_tasks
-
-    wanted = {"cold_start": (recipe.cold_start_mix, recipe.n_cold_start_tasks, 1),
-              "rl": (recipe.rl_mix, recipe.n_rl_tasks, 2), "eval": (recipe.eval_mix, recipe.n_eval_tasks, 3)}
-    out = {}
-    for name, (mix, n, salt) in wanted.items():
-        pool = generate_tasks(data, max(6 * n, 2 * len(mix)), recipe.task_seed * 10 + salt, snapshot=recipe.store,
-                              categories=mix)
-        chosen = _distinct(t for t in pool if customer_bucket(t.customer.user_id) == name)[:n]
-        if len(chosen) < n:
-            raise ValueError(f"only {len(chosen)} {name} tasks could be generated (wanted {n})")
-        out[name] = chosen
+    """The experiment's task sets (module docstring): cold start, RL, dev and test on the customers
+    of their own bucket (`customer_bucket`), and validation (when the recipe asks for it) on
+    customers of the RL bucket that no RL task uses. Dev and test have the evaluation's kinds."""
+    wanted = {"cold_start": (recipe.cold_start_mix, recipe.n_cold_start_tasks, recipe.task_seed * 10 + 1),
+              "rl": (recipe.rl_mix, recipe.n_rl_tasks, recipe.task_seed * 10 + 2),
+              "dev": (recipe.eval_mix, recipe.n_dev_tasks, recipe.task_seed * 10 + 3),
+              "test": (recipe.eval_mix, recipe.n_eval_tasks, frozen_test_seed(recipe))}
+    out = {name: _bucket_tasks(recipe, data, name, mix, n, seed, stratified=name in ("dev", "test"))
+           for name, (mix, n, seed) in wanted.items()}
     if recipe.n_val_tasks:
         out["val"] = _validation_tasks(recipe, data, {t.customer.user_id for t in out["rl"]})
     return out
+
+
+def _bucket_tasks(recipe: ExperimentRecipe, data: StoreData, bucket: str, mix: list[str], n: int, seed: int,
+                  stratified: bool = False) -> list[Task]:
+    """`n` distinct tasks of `mix` on customers of `bucket`, from ever larger generated pools (the
+    generator is cheap; a small bucket needs a large pool). `stratified`: the kinds in the mix's
+    proportions (`round_robin`), as the evaluation sets have them, else in the generator's order."""
+    from rl.grpo.rollout import task_category
+    from rl.tasks.generator import generate_tasks
+
+    error = ""
+    for factor in (6, 24, 96):
+        pool = generate_tasks(data, max(factor * n, 2 * len(mix)), seed, snapshot=recipe.store, categories=mix)
+        mine = _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == bucket)
+        if not stratified:
+            if len(mine) >= n:
+                return mine[:n]
+            error = f"only {len(mine)} {bucket} tasks could be generated (wanted {n})"
+            continue
+        by_kind: dict[str, list[Task]] = {}
+        for t in mine:
+            by_kind.setdefault(task_category(t) or "", []).append(t)
+        try:
+            return round_robin(by_kind, mix, n, what=f"{bucket} tasks")
+        except ValueError as e:
+            error = str(e)
+    raise ValueError(error)
 
 
 def _distinct(tasks: Iterable[Task]) -> list[Task]:
@@ -94,7 +144,7 @@ def _validation_tasks(recipe: ExperimentRecipe, data: StoreData, rl_customers: s
     pool = generate_tasks(data, max(60 * n, 2 * len(mix)), recipe.task_seed * 10 + 4, snapshot=recipe.store,
                           categories=mix)
     by_kind: dict[str, list[Task]] = {k: [] for k in mix}
-    for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id) == "rl"
+    for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == "rl"
                        and t.customer.user_id not in rl_customers):
         by_kind.setdefault(task_category(t) or "", []).append(t)
     return round_robin(by_kind, mix, n, what="validation tasks")
@@ -102,15 +152,17 @@ def _validation_tasks(recipe: ExperimentRecipe, data: StoreData, rl_customers: s
 
 def round_robin(by_kind: dict[str, list[Any]], kinds: list[str], n: int, what: str = "items") -> list[Any]:
     """`n` items taken from `by_kind` one kind after the other in `kinds` order (each kind's items
-    in their order), so the kinds are as even as `n` allows; ValueError when a kind runs out."""
-    chosen = []
+    in their order; a kind named twice takes two turns a round), so the kinds are as even as `n`
+    allows; ValueError when a kind runs out."""
+    chosen, taken = [], dict.fromkeys(kinds, 0)
     for i in range(n):
-        kind, rank = kinds[i % len(kinds)], i // len(kinds)
+        kind = kinds[i % len(kinds)]
         have = by_kind.get(kind, [])
-        if rank >= len(have):
+        if taken[kind] >= len(have):
             raise ValueError(f"only {len(have)} {what} of kind {kind!r} could be generated "
                              f"(wanted {n} over {len(kinds)} kinds)")
-        chosen.append(have[rank])
+        chosen.append(have[taken[kind]])
+        taken[kind] += 1
     return chosen
 
 
@@ -120,6 +172,7 @@ class Experiment:
         self.recipe, self.out, self.command = recipe, Path(out), command
         self.server_url, self.data_dir = server_url, data_dir
         self.report: Reporter = reporter or SilentReporter()
+        self.customers = evaluation_customers(recipe)
         self.out.mkdir(parents=True, exist_ok=True)
 
     # ------------------------------------------------------------------ driver
@@ -127,15 +180,16 @@ class Experiment:
         from rl.tasks.stores import resolve_store
 
         start = time.perf_counter()
-        torch.set_num_threads(self.recipe.threads)
-        (self.out / "recipe.json").write_text(self.recipe.model_dump_json(indent=1))
-        data = resolve_store(self.recipe.store, self.data_dir)
+        r = self.recipe
+        torch.set_num_threads(r.threads)
+        (self.out / "recipe.json").write_text(r.model_dump_json(indent=1))
+        data = resolve_store(r.store, self.data_dir)
         reused = ["tasks"] if self._done("tasks") else []
         tasks = self.tasks(data)
         timings: dict[str, float] = {}
-        jobs = training_and_evaluation_jobs()
-        with ExperimentEnv(self.server_url, data, self.recipe.store, self.recipe.pool_size) as env:
-            st = Stages(self.recipe, self.out, env, self.report)
+        jobs = training_and_evaluation_jobs(r, len(self.customers))
+        with ExperimentEnv(self.server_url, data, r.store, r.pool_size) as env:
+            st = Stages(r, self.out, env, self.report, self.customers)
             for name, fn in [("cold_start_data", lambda: st.cold_start_data(tasks["cold_start"])),
                              ("base_model", st.base_model), ("sft", st.sft)]:
                 if self._done(name):
@@ -145,15 +199,17 @@ class Experiment:
                 timings[name] = time.perf_counter() - t0
             finished = {"base_model", "sft"} | {j.stage for j in jobs if self._done(j.stage)}
             reused += [j.stage for j in jobs if j.stage in finished]
-            if self.recipe.workers <= 1:
+            if r.workers <= 1:
                 timings |= run_in_process(st, jobs, finished, tasks)
-        if self.recipe.workers > 1:
-            timings |= run_in_workers(self.recipe, self.out, jobs, finished, server_url=self.server_url,
-                                      data_dir=self.data_dir, reporter=self.report)
-        rows = {row: row_result(json.loads((self.out / "eval" / row / "summary.json").read_text())) for row in ROWS}
+        if r.workers > 1:
+            timings |= run_in_workers(r, self.out, jobs, finished, server_url=self.server_url,
+                                      data_dir=self.data_dir, reporter=self.report, customers=self.customers)
+        results = {m: json.loads(result_marker(self.out, f"eval_{m}").read_text())["customers"]
+                   for m in evaluated_models(r)}
         wall = time.perf_counter() - start
-        table = {"rows": rows, "n_eval_tasks": len(tasks["eval"]), "wall_seconds": round(wall, 1),
-                 "command": self.command, "recipe": self.recipe.name, "selection": self.selection(),
+        table = {**build_table(r, results, self.customers, row_notes(self.out, r)),
+                 "n_eval_tasks": len(tasks[r.eval_set]), "wall_seconds": round(wall, 1),
+                 "command": self.command, "recipe": r.name, "selection": self.selection(),
                  "stage_seconds": {k: round(v, 1) for k, v in timings.items()}, "reused_stages": reused}
         (self.out / "table.json").write_text(json.dumps(table, indent=1))
         (self.out / "table.md").write_text(table_markdown(table))
@@ -164,19 +220,19 @@ class Experiment:
         return table
 
     def selection(self) -> dict[str, Any]:
-        """Per GRPO row, the step its shipped model comes from and the validation scores it was
+        """Per GRPO run, the step its shipped model comes from and the validation scores it was
         chosen by (rl/grpo/selection.py); a run without validation ships its last step."""
         out = {}
-        for row in GRPO_RUNS:
-            training = json.loads((self.out / "models" / row / "manifest.json").read_text())["training"]
-            out[row] = training.get("selection") or {"step": training.get("steps", self.recipe.grpo.steps)}
+        for run in grpo_runs(self.recipe):
+            training = json.loads((self.out / "models" / run.name / "manifest.json").read_text())["training"]
+            out[run.name] = training.get("selection") or {"step": training.get("steps", self.recipe.grpo.steps)}
         return out
 
     def _done(self, stage: str) -> bool:
         """Whether `stage`'s result is already in the folder (the stage will be skipped, not rerun)."""
         if stage == "tasks":
             return all((self.out / "tasks" / f"{n}.json").exists() for n in self.task_sets)
-        return result_marker(self.out, stage).exists()
+        return stage_done(self.out, stage, self.customers)
 
     @property
     def task_sets(self) -> tuple[str, ...]:
@@ -196,65 +252,34 @@ class Experiment:
 
 
 def failure_table(out: Path) -> dict[str, dict[str, int]]:
-    """Per row with an evaluation under `out/eval/`: how many failed episodes show each cause."""
+    """Per model evaluated under `out/eval/`: how many of its failed greedy episodes with the table's
+    customer (the recipe's first) show each cause."""
     from rl.env.episode import Trajectory
     from rl.eval.failures import count_failures
     from rl.tasks.schema import load_tasks
 
-    tasks = load_tasks(Path(out) / "tasks" / "eval.json")
+    recipe = ExperimentRecipe.model_validate_json(Path(out, "recipe.json").read_text())
+    tasks = load_tasks(Path(out) / "tasks" / f"{recipe.eval_set}.json")
     table = {}
-    for row in ROWS:
-        path = Path(out) / "eval" / row / "episodes.jsonl"
+    for model in evaluated_models(recipe):
+        path = Path(out) / "eval" / model / customer_folder(recipe.eval_customers[0]) / "greedy" / "episodes.jsonl"
         if path.exists():
             with path.open() as f:
-                table[row] = count_failures(tasks, (Trajectory.model_validate_json(ln) for ln in f if ln.strip()))
+                table[model] = count_failures(tasks, (Trajectory.model_validate_json(ln) for ln in f if ln.strip()))
     return table
 
 
 def write_failures(out: Path) -> dict[str, dict[str, int]]:
-    """`failure_table` as `out/failures.json` and `out/failures.md` (causes down, rows across)."""
+    """`failure_table` as `out/failures.json` and `out/failures.md` (causes down, models across)."""
     table = failure_table(out)
     Path(out, "failures.json").write_text(json.dumps(table, indent=1))
     rows = list(table)
     causes = sorted({c for counts in table.values() for c in counts},
                     key=lambda c: (-sum(t.get(c, 0) for t in table.values()), c))
     lines = ["# Why failed episodes failed", "",
-             "Failed held-out episodes per cause (an episode counts once under each cause it shows; "
-             "rl/eval/failures.py).", "",
+             "Failed greedy episodes with the table's customer, per cause (an episode counts once under each "
+             "cause it shows; rl/eval/failures.py).", "",
              "| cause | " + " | ".join(rows) + " |", "|---|" + "---|" * len(rows)]
     lines += [f"| {c} | " + " | ".join(str(table[r].get(c, 0)) for r in rows) + " |" for c in causes]
     Path(out, "failures.md").write_text("\n".join(lines) + "\n")
     return table
-
-
-def table_markdown(table: dict[str, Any]) -> str:
-    rows = table["rows"]
-    tags = sorted({t for r in rows.values() for t in r["by_tag"] if not t.startswith("category:")})
-    lines = [f"# Paper table (recipe {table.get('recipe', '?')})", "",
-             f"{table['n_eval_tasks']} held-out tasks, scripted customers, greedy, one trial each; "
-             f"pass^1 and TCR in %. Wall time {table['wall_seconds'] / 60:.1f} min.", ""]
-    if table.get("reused_stages"):
-        lines += [f"Resumed: {', '.join(table['reused_stages'])} were already in the folder and were not rerun; "
-                  "the wall time counts only the stages run here.", ""]
-    lines += ["| model | pass^1 | TCR | " + " | ".join(tags) + " |", "|---|---|---|" + "---|" * len(tags)]
-    for name, r in rows.items():
-        cells = [f"{100 * r['by_tag'][t]['pass1']:.1f} (n={r['by_tag'][t]['n']})" if t in r["by_tag"] else "-"
-                 for t in tags]
-        lines.append(f"| {name} | {100 * r['pass1']:.1f} | {100 * r['tcr']:.1f} | " + " | ".join(cells) + " |")
-    if table.get("selection"):
-        lines += ["", "Which GRPO step each run ships (rl/grpo/selection.py):", ""]
-        lines += _selection_lines(table["selection"])
-    lines += ["", f"Command: `{table['command']}`", ""]
-    return "\n".join(lines)
-
-
-def _selection_lines(selection: dict[str, Any]) -> list[str]:
-    lines = []
-    for row, sel in selection.items():
-        if not sel.get("scores"):
-            lines.append(f"- {row} ships step {sel['step']}, its last.")
-            continue
-        scores = ", ".join(f"step {k}: {100 * float(v):.1f}" for k, v in sel["scores"].items())
-        lines.append(f"- {row} ships step {sel['step']}, the best on {sel['validation_tasks']} validation tasks "
-                     f"(reward in % by step: {scores}).")
-    return lines

@@ -1,8 +1,8 @@
 """The paper experiment's GRPO runs and evaluations, scheduled by their dependencies and run side
 by side in worker processes: once the base model and the cold start exist, `workers` processes take
-the eight stages left (three GRPO runs, five evaluations) in dependency order, the stage with the
-longest chain of work behind it first, since one tiny model's batched decoding leaves part of the
-machine idle. Each worker has `threads // workers` torch threads, its own snapshot, sandbox pool and
+the stages left (a GRPO run per row and seed, an evaluation per model) in dependency order, the
+stage with the longest chain of work behind it first, since one tiny model's batched decoding leaves
+part of the machine idle. Each worker has `threads // workers` torch threads, its own snapshot, sandbox pool and
 event loop, and a share of the server's connections (rl/env/sandbox.py `sandbox_share`); with one
 worker the same schedule runs in the calling process. Finished stages are never rerun, so an
 interrupted run continues; a failing stage stops the run, the other workers are terminated (they
@@ -24,38 +24,48 @@ from typing import Any
 import structlog
 
 from rl.experiment.environment import ExperimentEnv
-from rl.experiment.plan import GRPO_RUNS, ROWS, Reporter, TaskSets, task_set_names
+from rl.experiment.plan import GRPO_RUNS, ROWS, Reporter, TaskSets, grpo_runs, run_named, task_set_names
 from rl.experiment.recipe import ExperimentRecipe
 from rl.experiment.stages import Stages
 
 log = structlog.get_logger(__name__)
-# A stage's weight when choosing what to start next: a GRPO run is about ten evaluations of work.
-_COST = {"grpo": 10.0, "eval": 1.0}
+# A stage's weight when choosing what to start next: a GRPO run of cpu-tiny takes 600-1100 s, one
+# greedy evaluation of 105 tasks with one customer 40-80 s; a trial more costs about half as much.
+GRPO_COST = 10.0
+
+
+def evaluation_cost(trials: int, customers: int) -> float:
+    return customers * (1.0 + 0.5 * (trials - 1))
 
 
 @dataclass(frozen=True)
 class Job:
-    stage: str  # grpo_<row> or eval_<row> (rl/experiment/stages.py `result_marker`)
+    stage: str  # grpo_<run> or eval_<model> (rl/experiment/plan.py `result_marker`)
     needs: str  # the stage whose result it starts from
+    cost: float = 1.0
 
 
-def training_and_evaluation_jobs() -> list[Job]:
-    """The eight stages after SFT, each with the stage it needs."""
+def training_and_evaluation_jobs(recipe: ExperimentRecipe, customers: int = 1) -> list[Job]:
+    """The stages after SFT, each with the stage it needs: every GRPO run (plan.py `grpo_runs`) and
+    the evaluation of every model, with `customers` evaluation customers."""
+    ev = evaluation_cost(recipe.eval_trials, customers)
     jobs = []
     for row in ROWS:
         if row in GRPO_RUNS:
-            init = GRPO_RUNS[row][0]
-            jobs.append(Job(f"grpo_{row}", "sft" if init == "cold_start" else "base_model"))
-            jobs.append(Job(f"eval_{row}", f"grpo_{row}"))
+            needs = "sft" if GRPO_RUNS[row][0] == "cold_start" else "base_model"
+            for run in (r for r in grpo_runs(recipe) if r.row == row):
+                jobs.append(Job(f"grpo_{run.name}", needs, GRPO_COST))
+                jobs.append(Job(f"eval_{run.name}", f"grpo_{run.name}", ev))
         else:
-            jobs.append(Job(f"eval_{row}", "sft" if row == "cold_start" else "base_model"))
+            jobs.append(Job(f"eval_{row}", "sft" if row == "cold_start" else "base_model", ev))
     return jobs
 
 
 def chain_cost(jobs: list[Job], stage: str) -> float:
     """`stage`'s cost plus that of the longest chain of jobs that wait for it."""
     after = [j.stage for j in jobs if j.needs == stage]
-    return _COST[stage.partition("_")[0]] + max((chain_cost(jobs, s) for s in after), default=0.0)
+    own = next(j.cost for j in jobs if j.stage == stage)
+    return own + max((chain_cost(jobs, s) for s in after), default=0.0)
 
 
 def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | None:
@@ -67,12 +77,13 @@ def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | No
 
 def run_stage(st: Stages, stage: str, tasks: TaskSets) -> None:
     """Run one job's stage with the `Stages` object `st`."""
-    kind, _, row = stage.partition("_")
+    kind, _, name = stage.partition("_")
     if kind == "grpo":
-        init, user = GRPO_RUNS[row]
-        st.grpo(row, init, user, tasks["rl"], tasks.get("val"))
+        run = run_named(st.recipe, name)
+        init, user = GRPO_RUNS[run.row]
+        st.grpo(name, init, user, tasks["rl"], tasks.get("val"), seed=run.seed)
     else:
-        st.evaluate(row, tasks["eval"])
+        st.evaluate(name, tasks[st.recipe.eval_set])
 
 
 def run_in_process(st: Stages, jobs: list[Job], finished: set[str], tasks: TaskSets) -> dict[str, float]:
@@ -112,7 +123,7 @@ def _raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
 
 
 def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: int,
-            max_sandboxes: int, inbox: Queue[str | None], events: Queue[WorkerEvent]) -> None:
+            max_sandboxes: int, customers: list[str], inbox: Queue[str | None], events: Queue[WorkerEvent]) -> None:
     """One worker process: its own environment, then stages from `inbox` until it reads None."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
     stage = None
@@ -128,7 +139,7 @@ def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data
         tasks = {n: load_tasks(folder / "tasks" / f"{n}.json") for n in task_set_names(recipe) if n != "cold_start"}
         data = resolve_store(recipe.store, Path(data_dir) if data_dir else None)
         with ExperimentEnv(server_url, data, recipe.store, recipe.pool_size, max_sandboxes=max_sandboxes) as env:
-            st = Stages(recipe, folder, env, _QueueReporter(index, events))
+            st = Stages(recipe, folder, env, _QueueReporter(index, events), customers)
             while (stage := inbox.get()) is not None:
                 t0 = time.perf_counter()
                 run_stage(st, stage, tasks)
@@ -143,9 +154,10 @@ class StageFailed(RuntimeError):
 
 
 def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finished: set[str], *,
-                   server_url: str | None, data_dir: Path | None, reporter: Reporter) -> dict[str, float]:
-    """The schedule on `recipe.workers` processes (fewer when fewer stages are left). Returns the
-    seconds each stage took in its worker."""
+                   server_url: str | None, data_dir: Path | None, reporter: Reporter,
+                   customers: list[str]) -> dict[str, float]:
+    """The schedule on `recipe.workers` processes (fewer when fewer stages are left), evaluating with
+    `customers`. Returns the seconds each stage took in its worker."""
     import asyncio
     import multiprocessing
 
@@ -166,7 +178,7 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     inboxes = [ctx.Queue() for _ in range(n)]
     procs = [ctx.Process(target=_worker, name=f"paper-table-worker-{i}", args=(
         i, recipe.model_dump_json(), str(out), url, str(data_dir) if data_dir else None, threads, share,
-        inboxes[i], events)) for i in range(n)]
+        customers, inboxes[i], events)) for i in range(n)]
     lanes = [reporter.lane() for _ in range(n)]
     busy: dict[int, str | None] = dict.fromkeys(range(n))
     started: set[str] = set()

@@ -1,9 +1,12 @@
 """What a paper-table run consists of, shared by its driver (paper_table.py), its stages
-(stages.py) and its scheduler (parallel.py): the table's rows, the task sets, the three GRPO runs,
-where each stage leaves its result, one row's figures, and how progress is reported."""
+(stages.py) and its scheduler (parallel.py): the table's rows, the task sets, the GRPO runs (one
+per row and seed), the models evaluated and the customers they are evaluated with, where each stage
+leaves its result, one evaluation's figures, and how progress is reported."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -14,11 +17,72 @@ from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
 ROWS = ["base", "cold_start", "mua_rl", "no_cold_start", "static_query"]
-TASK_SETS = ("cold_start", "rl", "eval", "val")
+# The paper's names for the rows: "w/o RL" is the cold start, "w/o cold start" GRPO from the base.
+ROW_LABELS = {"base": "base (random init)", "cold_start": "cold start (w/o RL)", "mua_rl": "MUA-RL",
+              "no_cold_start": "w/o cold start", "static_query": "static query"}
+# dev and test are the evaluation sets (recipe `eval_set` says which one a run evaluates on)
+TASK_SETS = ("cold_start", "rl", "dev", "test", "val")
 # GRPO row -> (the model it starts from, the customers it trains with: rl/simulator/base.py make_user)
 GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
              "static_query": ("cold_start", "scripted-static")}
 TaskSets = dict[str, list[Task]]
+
+
+@dataclass(frozen=True)
+class GrpoRun:
+    """One GRPO run: `row` (a key of `GRPO_RUNS`) with GRPO seed `seed`; its model is `models/<name>`."""
+
+    row: str
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.row}_s{self.seed}"
+
+
+def grpo_runs(recipe: ExperimentRecipe) -> list[GrpoRun]:
+    """`mua_rl` for `recipe.seeds` GRPO seeds (grpo.seed, grpo.seed + 1, ...), each ablation for the
+    first `ablation_seeds` of them; all from the one base model and the one cold start."""
+    seeds = [recipe.grpo.seed + i for i in range(recipe.seeds)]
+    return [GrpoRun(row, s) for row in GRPO_RUNS
+            for s in (seeds if row == "mua_rl" else seeds[:recipe.ablation_seeds])]
+
+
+def run_named(recipe: ExperimentRecipe, name: str) -> GrpoRun:
+    for run in grpo_runs(recipe):
+        if run.name == name:
+            return run
+    raise ValueError(f"recipe {recipe.name!r} has no GRPO run {name!r}")
+
+
+def row_models(recipe: ExperimentRecipe) -> dict[str, list[str]]:
+    """Per row of the table, the models evaluated for it (one per seed for the GRPO rows)."""
+    runs = grpo_runs(recipe)
+    return {row: [r.name for r in runs if r.row == row] if row in GRPO_RUNS else [row] for row in ROWS}
+
+
+def evaluated_models(recipe: ExperimentRecipe) -> list[str]:
+    return [m for models in row_models(recipe).values() for m in models]
+
+
+def evaluation_customers(recipe: ExperimentRecipe, settings: Any = None) -> list[str]:
+    """The customers every model is evaluated with: the recipe's, then `llm:MODEL` when the recipe
+    allows it and an LLM endpoint is configured (`MUARL_LLM_BASE_URL` and `MUARL_LLM_MODEL`, as
+    rl/simulator/llm.py finds it). The first one gives the table's `rows`."""
+    customers = list(dict.fromkeys(recipe.eval_customers))
+    if recipe.llm_customer:
+        if settings is None:
+            from backend.config import get_settings
+
+            settings = get_settings()
+        if settings.llm_base_url and settings.llm_model and f"llm:{settings.llm_model}" not in customers:
+            customers.append(f"llm:{settings.llm_model}")
+    return customers
+
+
+def customer_folder(spec: str) -> str:
+    """A folder name for customer `spec` (`llm:org/model` -> `llm_org_model`)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", spec)
 
 
 class Reporter(Protocol):
@@ -49,7 +113,8 @@ def task_set_names(recipe: ExperimentRecipe) -> tuple[str, ...]:
 
 def result_marker(out: Path, stage: str) -> Path:
     """The file whose presence means `stage` is done (`cold_start_data`, `base_model`, `sft`,
-    `grpo_<row>`, `eval_<row>`): a stage whose marker exists is skipped, not rerun."""
+    `grpo_<run>`, `eval_<model>`): a stage whose marker exists is skipped, not rerun (an evaluation's
+    marker must also hold every customer asked for: `stage_done`)."""
     fixed = {"cold_start_data": "coldstart/filtered.jsonl",
              "base_model": "models/base/manifest.json", "sft": "models/cold_start/manifest.json"}
     if stage in fixed:
@@ -58,12 +123,25 @@ def result_marker(out: Path, stage: str) -> Path:
     if kind == "grpo":
         return out / "models" / row / "manifest.json"
     if kind == "eval":
-        return out / "eval" / row / "summary.json"
+        return out / "eval" / row / "result.json"
     raise ValueError(f"no such stage: {stage!r}")
 
 
+def stage_done(out: Path, stage: str, customers: list[str]) -> bool:
+    """Whether `stage`'s result is in `out`: its marker exists and, for an evaluation, holds every
+    one of `customers` (a customer added later, such as an LLM one, is evaluated on a rerun)."""
+    import json
+
+    marker = result_marker(out, stage)
+    if not marker.exists():
+        return False
+    if stage.startswith("eval_"):
+        return set(customers) <= set(json.loads(marker.read_text())["customers"])
+    return True
+
+
 def row_result(summary: dict[str, Any]) -> dict[str, Any]:
-    """The table's row for one evaluation summary (rl.eval.summary): pass^1, TCR, per tag, exclusions."""
+    """One evaluation summary's figures (rl.eval.summary): pass^1, TCR, per tag, exclusions."""
     def f(x: Any) -> float:
         return float(x) if x is not None else 0.0
 

@@ -1,14 +1,21 @@
 """Recipes for the miniature paper experiment: every size, task mix and hyper-parameter in one
-object. `cpu-tiny` is sized to finish within an hour on two CPU cores (a ~2M-parameter Qwen3 shown
-the tiny chat view of rl/chat/views.py, GRPO on short conversations); its task mixes draw cold-start,
-RL, evaluation and (optional) validation tasks from the tau retail store on disjoint customers, and
+object. `cpu-tiny` is sized to finish within 90 minutes on two CPU cores (a ~2M-parameter Qwen3 shown
+the tiny chat view of rl/chat/views.py, one cold start, GRPO on short conversations for `seeds`
+seeds); its task mixes draw cold-start, RL, development, test and (optional) validation tasks from
+the tau retail store on disjoint customers (rl/experiment/paper_table.py `build_task_sets`), and
 `smoke` is the same pipeline at toy sizes, for tests. Why each setting has its value, run by run, is
-in bench/results/README.md."""
+in bench/results/README.md.
+
+Which task set is for what: recipe decisions (mixes, learning rates, masks: anything one tries and
+compares) are made on the development set, `--set eval_set=dev`; the test set is drawn with
+`test_task_seed`, which no recipe choice has seen, and is evaluated only for the table one commits.
+Every set derives from `task_seed` (and the test set also from `test_task_seed`): `--set
+task_seed=S` is another, equally valid experiment with its own customers and tasks."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -51,7 +58,13 @@ class ExperimentRecipe(BaseModel):
     eval_mix: list[str] = Field(default_factory=lambda: list(EVAL_MIX))
     n_cold_start_tasks: int = 640
     n_rl_tasks: int = 140
+    # Test tasks (`eval_set=test`): drawn with a seed made of `task_seed` and `test_task_seed` on the
+    # test customers; `test_task_seed` is a number no recipe decision has used (23: issue 23 froze it).
     n_eval_tasks: int = 105
+    test_task_seed: int = 23
+    # Development tasks (`eval_set=dev`): the evaluation's kinds on customers of their own, for recipe decisions.
+    n_dev_tasks: int = Field(default=105, ge=1)
+    eval_set: Literal["test", "dev"] = "test"
     # Validation tasks (the evaluation's kinds on RL-side customers no RL task uses): with n > 0 each
     # GRPO run ships its best model on them (rl/grpo/selection.py), else its last step. Off for
     # cpu-tiny: 48 tasks are too few to rank its checkpoints the way the test set does.
@@ -90,6 +103,17 @@ class ExperimentRecipe(BaseModel):
     grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.001,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
                                   mini_batches=2, loss_agg="seq-mean-token-mean")
+    # GRPO runs of `mua_rl` from the one cold start, with GRPO seeds grpo.seed, grpo.seed + 1, ...;
+    # the ablations (`no_cold_start`, `static_query`) run for the first `ablation_seeds` of them.
+    seeds: int = Field(default=3, ge=1)
+    ablation_seeds: int = Field(default=1, ge=1)
+    # Trials per task and evaluation customer: trial 0 greedy, the others sampled (temperature 1).
+    eval_trials: int = Field(default=4, ge=1)
+    # Customers every model is evaluated with (rl/simulator/base.py `make_user`): the first gives the
+    # table's `rows`; `heldout` speaks and behaves in ways training never used. With an LLM endpoint
+    # configured (MUARL_LLM_BASE_URL and MUARL_LLM_MODEL) and `llm_customer`, `llm:MODEL` is added.
+    eval_customers: list[str] = Field(default_factory=lambda: ["heldout", "scripted"], min_length=1)
+    llm_customer: bool = True
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
     rollout_concurrency: int = 64  # a step's 64 rollouts in one wave (larger generation batches)
@@ -141,13 +165,14 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # first-model runs, bench/results/README.md); one under 0.10 is broken and must not be served
     "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10),
     "smoke": ExperimentRecipe(
-        name="smoke", n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6, n_val_tasks=6, vocab_size=600,
+        name="smoke", n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6, n_dev_tasks=6, n_val_tasks=6,
+        vocab_size=600, seeds=2, eval_trials=2, eval_customers=["heldout", "scripted"], llm_customer=False,
         model=TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                               head_dim=16, intermediate_size=64),
         max_turns=6, max_new_tokens=12, max_context=1024,
         sft=SFTConfig(epochs=1, batch_size=8, lr=1e-3, micro_batch_tokens=8192, max_tokens=2048),
         grpo=GRPOConfig(steps=1, tasks_per_step=2, group_size=2, lr=1e-4, micro_batch_tokens=8192),
-        eval_concurrency=3, rollout_concurrency=4, pool_size=4,
+        eval_concurrency=6, rollout_concurrency=4, pool_size=4,
         gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
     # What `make run` trains when there is no champion: cpu-tiny's model and view, its cold-start mix
     # plus the safety suite's kinds, 3 epochs, a smaller gate suite played once, and a floor the cold
@@ -155,7 +180,7 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # 2 cores (bench/first_model_bench.py); later cycles use MUARL_CYCLE_RECIPE.
     "first-model": ExperimentRecipe(
         name="first-model", cold_start_mix=[*COLD_START_MIX, *SAFETY_COLD_START], n_cold_start_tasks=480,
-        n_rl_tasks=24, n_eval_tasks=24, gate_tasks=24,
+        n_rl_tasks=24, n_eval_tasks=24, n_dev_tasks=24, gate_tasks=24,
         gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
         sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
                       micro_batch_tokens=12288, max_tokens=2048)),

@@ -1,5 +1,12 @@
 """The stages of the paper experiment (see rl/experiment/paper_table.py), each a method that writes
-its result under the experiment folder and returns at once when that result already exists."""
+its result under the experiment folder and returns at once when that result already exists.
+
+An evaluation (`evaluate`) plays every task with each evaluation customer `eval_trials` times:
+trial 0 greedy (temperature 0, `DIR/eval/<model>/<customer>/greedy/`), the others sampled at
+temperature 1 (`.../sampled/`, numbered from 0 there). The greedy trial gives pass^1, TCR and the
+per-tag figures; the sampled ones pass^k for k = 1..eval_trials-1 (exchangeable trials, which the
+pass^k estimate assumes: a greedy trial is not one more draw from the sampling policy). Both models
+of a comparison meet the same customer seeds on the same task and trial."""
 
 from __future__ import annotations
 
@@ -10,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from rl.chat.views import ChatView
 from rl.experiment.environment import ExperimentEnv
-from rl.experiment.plan import Reporter, result_marker, row_result
+from rl.experiment.plan import (
+    Reporter,
+    customer_folder,
+    evaluation_customers,
+    result_marker,
+    row_result,
+    stage_done,
+)
 from rl.experiment.recipe import ExperimentRecipe
 from rl.tasks.schema import Task
 
@@ -25,9 +39,18 @@ def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
 
 
 class Stages:
-    def __init__(self, recipe: ExperimentRecipe, out: Path, env: ExperimentEnv, report: Reporter) -> None:
+    def __init__(self, recipe: ExperimentRecipe, out: Path, env: ExperimentEnv, report: Reporter,
+                 customers: list[str] | None = None) -> None:
         self.recipe, self.out, self.env, self.report = recipe, out, env, report
         self._view: ChatView | None = None
+        self._customers = customers
+
+    @property
+    def customers(self) -> list[str]:
+        """The customers evaluations play with (plan.py `evaluation_customers` unless given)."""
+        if self._customers is None:
+            self._customers = evaluation_customers(self.recipe)
+        return self._customers
 
     @property
     def view(self) -> ChatView:
@@ -121,9 +144,10 @@ class Stages:
                                            "conversations": len(records), "final_loss": history[-1]["loss"]}})
 
     def grpo(self, row: str, init: str, user_spec: str, tasks: list[Task],
-             val_tasks: list[Task] | None = None) -> Path:
-        """GRPO run `row` from model `init` with `user_spec` customers on `tasks`. With `val_tasks`
-        the run ships the best of its validated models (rl/grpo/selection.py), else its last one."""
+             val_tasks: list[Task] | None = None, *, seed: int | None = None) -> Path:
+        """GRPO run `row` (its model is `models/<row>`) from model `init` with `user_spec` customers on
+        `tasks`, with GRPO seed `seed` (None: the recipe's). With `val_tasks` the run ships the best
+        of its validated models (rl/grpo/selection.py), else its last one."""
         folder = self.model_dir(row)
         if result_marker(self.out, f"grpo_{row}").exists():
             return folder
@@ -137,6 +161,7 @@ class Stages:
 
         model, tok, manifest = load_model_folder(self.model_dir(init))
         r = self.recipe
+        config = r.grpo if seed is None else r.grpo.model_copy(update={"seed": seed})
         run_dir = self.out / "grpo" / row
 
         def episodes(user: UserSimulator, greedy: bool) -> EpisodeRollout:
@@ -147,7 +172,7 @@ class Stages:
 
         base_manifest = {**{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
                          "parent": init}
-        trainer = GRPOTrainer(model, tok, tasks, episodes(make_user(user_spec), greedy=False), r.grpo, run_dir,
+        trainer = GRPOTrainer(model, tok, tasks, episodes(make_user(user_spec), greedy=False), config, run_dir,
                               manifest={**manifest, "parent": init, "user": user_spec})
         selector = None
         if val_tasks:
@@ -164,7 +189,7 @@ class Stages:
             self.report.advance(1, reward=m["reward_mean"])
 
         trainer.run(on_step=on_step)
-        training: dict[str, Any] = {"method": "grpo", "user": user_spec, "config": r.grpo.model_dump(),
+        training: dict[str, Any] = {"method": "grpo", "user": user_spec, "config": config.model_dump(),
                                     "tasks": len(tasks), "run": str(run_dir), "steps": trainer.step}
         if selector is not None:
             best = selector.restore_best(model)
@@ -175,26 +200,68 @@ class Stages:
         return save_model_folder(model, tok, folder, {**base_manifest, "training": training})
 
     # ------------------------------------------------------------------ evaluation
-    def evaluate(self, row: str, tasks: list[Task]) -> dict[str, Any]:
-        folder = self.out / "eval" / row
-        if result_marker(self.out, f"eval_{row}").exists():
-            return row_result(json.loads((folder / "summary.json").read_text()))
-        from rl.env.episode import EpisodeLimits
-        from rl.eval.harness import evaluate
+    def evaluate(self, model_name: str, tasks: list[Task]) -> dict[str, Any]:
+        """Model `model_name` played on `tasks` with every evaluation customer (see the module
+        docstring); `DIR/eval/<model>/result.json` holds each customer's figures (`evaluation_result`).
+        A customer already evaluated (its `result.json`) is not played again."""
+        folder = self.out / "eval" / model_name
+        marker = result_marker(self.out, f"eval_{model_name}")
+        if stage_done(self.out, f"eval_{model_name}", self.customers):
+            return json.loads(marker.read_text())
         from rl.models.tiny import load_model_folder
         from rl.policies.local import LocalAgentPolicy, LocalPolicy
-        from rl.simulator.scripted import ScriptedCustomer
 
         r = self.recipe
         self.env.release_pool()
-        model, tok, _ = load_model_folder(self.model_dir(row))
-        engine = LocalPolicy(model.eval(), tok, greedy=True, max_new_tokens=r.max_new_tokens,
-                             max_context=r.max_context, view=self.view, max_batch=64)
-        policy = LocalAgentPolicy(engine, model_name=row)
-        self.report.stage(f"evaluate {row}", len(tasks))
+        model, tok, _ = load_model_folder(self.model_dir(model_name))
+        model.eval()
+        results = {}
+        for spec in self.customers:
+            path = folder / customer_folder(spec) / "result.json"
+            if path.exists():
+                results[spec] = json.loads(path.read_text())
+                continue
+            summaries = {}
+            for mode, trials in (("greedy", 1), ("sampled", r.eval_trials - 1)):
+                if trials < 1:
+                    continue
+                engine = LocalPolicy(model, tok, greedy=mode == "greedy", max_new_tokens=r.max_new_tokens,
+                                     max_context=r.max_context, view=self.view, max_batch=64)
+                summaries[mode] = self._play(LocalAgentPolicy(engine, model_name=model_name), spec, tasks, trials,
+                                             folder / customer_folder(spec) / mode, seed=0 if mode == "greedy" else 1)
+            results[spec] = evaluation_result(spec, summaries["greedy"], summaries.get("sampled"))
+            path.write_text(json.dumps(results[spec], indent=1))
+        out = {"model": model_name, "customers": results}
+        marker.write_text(json.dumps(out, indent=1))
+        return out
+
+    def _play(self, policy: Any, spec: str, tasks: list[Task], trials: int, folder: Path,
+              seed: int) -> dict[str, Any]:
+        from rl.env.episode import EpisodeLimits
+        from rl.eval.harness import evaluate
+        from rl.eval.summary import task_success
+        from rl.simulator.base import make_user
+
+        r = self.recipe
+        what = "greedy" if trials == 1 and seed == 0 else f"{trials} sampled"
+        self.report.stage(f"evaluate {policy.name} ({spec} customer, {what})", len(tasks) * trials)
         result = self.env.run(evaluate(
-            tasks, policy, ScriptedCustomer(), trials=1, concurrency=r.eval_concurrency,
+            tasks, policy, make_user(spec), trials=trials, concurrency=r.eval_concurrency, seed=seed,
             server_url=self.env.server_url, out_dir=folder, limits=EpisodeLimits(max_turns=r.max_turns),
             snapshots={r.store: self.env.snapshot},
             on_episode=lambda _t: self.report.advance(1), max_sandboxes=self.env.max_sandboxes))
-        return row_result(result.summary)
+        return {**result.summary, "task_success": task_success(tasks, result.trajectories)}
+
+
+def evaluation_result(customer: str, greedy: dict[str, Any], sampled: dict[str, Any] | None) -> dict[str, Any]:
+    """One model's figures with one customer, from its greedy and sampled evaluation summaries
+    (rl/eval/summary.py, each with `task_success`): the greedy trial's pass^1 (with its interval),
+    TCR, per-tag figures and per-task success (`by_task`: 1, 0, or None when excluded), and the
+    sampled trials' pass^k with intervals (None with a single trial)."""
+    ci = greedy["pass_hat_k_ci95"].get("1")
+    return {"customer": customer, **row_result(greedy), "pass1_ci95": ci,
+            "by_task": greedy["task_success"],
+            "sampled": None if sampled is None else {
+                "trials": sampled["trials"], "pass_hat_k": sampled["pass_hat_k"],
+                "pass_hat_k_ci95": sampled["pass_hat_k_ci95"], "tcr": sampled.get("tcr"),
+                "excluded": sum(sampled.get("excluded", {}).values())}}

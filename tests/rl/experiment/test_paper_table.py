@@ -1,12 +1,16 @@
 """The whole paper-table pipeline at toy sizes (the `smoke` recipe): tasks, cold-start data, base
-model, SFT, three GRPO runs and five evaluations on real sandboxes, then the table's contract."""
+model and SFT once, GRPO for two seeds and the two ablations for one, every model evaluated greedy
+and sampled with two customers on real sandboxes, then the table's contract and a resumed run."""
 
 import json
 
 import pytest
 
 from rl.experiment.paper_table import ROWS, Experiment, build_task_sets, customer_bucket, round_robin
+from rl.experiment.plan import evaluated_models
 from rl.experiment.recipe import get_recipe
+
+GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 
 
 def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
@@ -19,20 +23,62 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     assert set(on_disk["rows"]) == set(ROWS)
     assert on_disk["n_eval_tasks"] == recipe.n_eval_tasks and isinstance(on_disk["wall_seconds"], float)
     assert on_disk["command"] == "muarl experiment paper-table --recipe smoke"
-    for r in on_disk["rows"].values():
-        assert isinstance(r["pass1"], float) and isinstance(r["tcr"], float) and 0 <= r["pass1"] <= 1
-        assert r["by_tag"] and all(isinstance(v["n"], int) and isinstance(v["pass1"], float)
-                                   for v in r["by_tag"].values())
-    assert (out / "table.md").read_text().count("\n| ") >= len(ROWS)
+    assert on_disk["eval_set"] == "test" and on_disk["eval_trials"] == recipe.eval_trials == 2
+    # the first evaluation customer gives `rows`; the other's rows are kept beside them
+    assert on_disk["eval_customer"] == "heldout" and on_disk["eval_customers"] == recipe.eval_customers
+    assert set(on_disk["rows_by_customer"]) == {"heldout", "scripted"}
+    assert on_disk["rows_by_customer"]["heldout"] == on_disk["rows"]
+    for rows in on_disk["rows_by_customer"].values():
+        for r in rows.values():
+            assert isinstance(r["pass1"], float) and isinstance(r["tcr"], float) and 0 <= r["pass1"] <= 1
+            assert r["by_tag"] and all(isinstance(v["n"], int) and isinstance(v["pass1"], float)
+                                       for v in r["by_tag"].values())
+            assert r["n_seeds"] == len(r["pass1_by_seed"]) and r["pass1"] == pytest.approx(
+                sum(r["pass1_by_seed"]) / r["n_seeds"])
+            assert set(r["sampled_pass_hat_k"]) == {"1"}  # one sampled trial beside the greedy one
+    rows = on_disk["rows"]
+    assert rows["mua_rl"]["n_seeds"] == 2 and rows["no_cold_start"]["n_seeds"] == rows["static_query"]["n_seeds"] == 1
+    assert "1 seed (GRPO seed 0), MUA-RL 2" in rows["static_query"]["note"] and "random" in rows["base"]["note"]
+    # per seed: pass^1 in 0..1 and the gain over the cold start with its paired interval, then the mean
+    assert [x["seed"] for x in on_disk["seeds"]] == [0, 1]
+    for x in on_disk["seeds"]:
+        assert {"seed", "cold_start", "mua_rl", "gain", "gain_ci95"} <= set(x)
+        assert all(isinstance(x[k], float) and 0 <= x[k] <= 1 for k in ("cold_start", "mua_rl"))
+        assert x["gain"] == pytest.approx(x["mua_rl"] - x["cold_start"])
+        assert x["gain_ci95"][0] <= x["gain"] <= x["gain_ci95"][1]
+    assert on_disk["gain_mean"] == pytest.approx(sum(x["gain"] for x in on_disk["seeds"]) / 2)
+    lo, hi = on_disk["gain_ci95"]
+    assert isinstance(lo, float) and lo <= on_disk["gain_mean"] <= hi
+    assert on_disk["n_paired_tasks"] <= recipe.n_eval_tasks
+    assert set(on_disk["gains_by_customer"]) == {"heldout", "scripted"}
+    # every model, every customer: its greedy and sampled evaluations
+    assert set(on_disk["models"]) == {"base", "cold_start", *GRPO_MODELS} == set(evaluated_models(recipe))
+    for model in on_disk["models"]:
+        for c in ("heldout", "scripted"):
+            greedy = json.loads((out / "eval" / model / c / "greedy" / "summary.json").read_text())
+            sampled = json.loads((out / "eval" / model / c / "sampled" / "summary.json").read_text())
+            assert greedy["trials"] == 1 and sampled["trials"] == 1
+            assert on_disk["models"][model][c]["pass1"] == pytest.approx(greedy["pass_hat_k"]["1"] or 0.0)
+    md = (out / "table.md").read_text()
+    assert md.count("\n| ") >= 2 * len(ROWS) and "MUA-RL over the cold start, `scripted` customer" in md
+    assert "| mean of 2 |" in md and "| mua_rl_s1 | scripted |" in md and "w/o cold start" in md
+    # the base and the cold start trained once; each GRPO run from its model with its own seed
+    assert sorted(p.name for p in (out / "models").iterdir()) == sorted(["base", "cold_start", *GRPO_MODELS])
+    assert list(on_disk["stage_seconds"]).count("sft") == 1
+    for model, parent, seed in [("mua_rl_s0", "cold_start", 0), ("mua_rl_s1", "cold_start", 1),
+                                ("no_cold_start_s0", "base", 0), ("static_query_s0", "cold_start", 0)]:
+        manifest = json.loads((out / "models" / model / "manifest.json").read_text())
+        assert manifest["parent"] == parent and manifest["training"]["config"]["seed"] == seed
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
     assert (out / "plots" / "grpo_reward_by_category.png").stat().st_size > 0
-    assert json.loads((out / "grpo" / "mua_rl" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]
+    assert json.loads((out / "grpo" / "mua_rl_s0" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]
     # why failed episodes failed, per row: every failed episode shows at least one cause
     failures = json.loads((out / "failures.json").read_text())
-    assert set(failures) == set(ROWS)
-    for row, r in on_disk["rows"].items():
+    assert set(failures) == set(on_disk["models"])
+    for model, by_c in on_disk["models"].items():
+        r = by_c["heldout"]
         n_failed = round((1 - r["pass1"]) * recipe.n_eval_tasks) - r["excluded"]
-        assert sum(failures[row].values()) >= n_failed
+        assert sum(failures[model].values()) >= n_failed
     assert "| cause |" in (out / "failures.md").read_text()
     import typer
     from typer.testing import CliRunner
@@ -49,13 +95,13 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     from rl.chat.views import ChatView
     from rl.models.tokenizer import load_tokenizer
 
-    view = ChatView.from_manifest(json.loads((out / "models" / "mua_rl" / "manifest.json").read_text())["view"])
+    view = ChatView.from_manifest(json.loads((out / "models" / "mua_rl_s1" / "manifest.json").read_text())["view"])
     assert view.refs and "Abigail" in view.names and view.tools == tuple(recipe.tools)
-    assert len(load_tokenizer(out / "models" / "mua_rl").encode("<order_7>", add_special_tokens=False)) == 1
+    assert len(load_tokenizer(out / "models" / "mua_rl_s1").encode("<order_7>", add_special_tokens=False)) == 1
     # the task sets never share a customer
     from rl.tasks.schema import load_tasks
 
-    sets = {n: load_tasks(out / "tasks" / f"{n}.json") for n in ("cold_start", "rl", "eval")}
+    sets = {n: load_tasks(out / "tasks" / f"{n}.json") for n in ("cold_start", "rl", "dev", "test")}
     for name, ts in sets.items():
         assert {customer_bucket(t.customer.user_id) for t in ts} == {name}
         assert len({(t.customer.user_id, json.dumps([a.model_dump() for a in t.gold_actions])) for t in ts}) == len(ts)
@@ -64,7 +110,7 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     val = load_tasks(out / "tasks" / "val.json")
     assert len(val) == recipe.n_val_tasks and {customer_bucket(t.customer.user_id) for t in val} == {"rl"}
     assert not {t.customer.user_id for t in val} & {t.customer.user_id for t in sets["rl"]}
-    for row in ("mua_rl", "no_cold_start", "static_query"):
+    for row in GRPO_MODELS:
         scores = [json.loads(x) for x in (out / "grpo" / row / "validation.jsonl").read_text().splitlines()]
         assert [x["step"] for x in scores] == [0, 1] and all(x["n"] + x["excluded"] == len(val) for x in scores)
         best = max(scores, key=lambda x: (x["reward"], x["step"]))
@@ -73,25 +119,37 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
         assert f"{row} ships step {best['step']}" in (out / "table.md").read_text()
     # a second run finds every stage done, only rebuilds the table and says that it reused them
     assert table["reused_stages"] == [] and "Resumed" not in (out / "table.md").read_text()
+    stages = ["tasks", "cold_start_data", "base_model", "sft", "eval_base", "eval_cold_start",
+              *[s for m in GRPO_MODELS for s in (f"grpo_{m}", f"eval_{m}")]]
     again = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
-    assert again["rows"] == table["rows"]
-    assert again["reused_stages"] == ["tasks", "cold_start_data", "base_model", "sft", "eval_base", "eval_cold_start",
-                                      *[s for r in ROWS[2:] for s in (f"grpo_{r}", f"eval_{r}")]]
+    assert again["rows"] == table["rows"] and again["reused_stages"] == stages
     assert "Resumed: tasks, cold_start_data" in (out / "table.md").read_text()
+    # An interrupted run (one customer of one model not evaluated yet) continues: only that stage
+    # runs, and only for the missing customer.
+    import shutil
+
+    kept = (out / "eval" / "mua_rl_s1" / "heldout" / "greedy" / "episodes.jsonl").stat().st_mtime_ns
+    (out / "eval" / "mua_rl_s1" / "result.json").unlink()
+    shutil.rmtree(out / "eval" / "mua_rl_s1" / "scripted")
+    resumed = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir, command="again").run()
+    assert resumed["reused_stages"] == [s for s in stages if s != "eval_mua_rl_s1"]
+    assert set(resumed["stage_seconds"]) == {"cold_start_data", "base_model", "sft", "eval_mua_rl_s1"}
+    assert (out / "eval" / "mua_rl_s1" / "scripted" / "greedy" / "summary.json").exists()
+    assert (out / "eval" / "mua_rl_s1" / "heldout" / "greedy" / "episodes.jsonl").stat().st_mtime_ns == kept
+    assert resumed["rows"] == table["rows"]
     # A stage that fails in a worker stops the run: the error names the stage and carries the
     # worker's traceback, and the workers drop the snapshots and sandboxes they made.
     import asyncio
-    import shutil
 
     from rl.experiment.parallel import StageFailed
 
-    broken = tmp_path / "broken"
-    shutil.copytree(out, broken, ignore=shutil.ignore_patterns("eval", "grpo"))
-    for row in ROWS[2:]:
-        shutil.rmtree(broken / "models" / row)
+    broken = tmp_path / "broken"  # one worker trains mua_rl_s0 while the other fails on the base model
+    shutil.copytree(out, broken, ignore=shutil.ignore_patterns("no_cold_start_s0", "mua_rl_s0", "base"))
+    shutil.copytree(out / "models" / "base", broken / "models" / "base")
     (broken / "models" / "base" / "model.safetensors").write_bytes(b"not a model")
     before = asyncio.run(_paper_databases(test_dbs.server_url))
-    with pytest.raises(StageFailed, match=r"(?s)stage (eval_base|grpo_no_cold_start) failed in worker \d.*Traceback"):
+    failed = r"(?s)stage (eval_base|grpo_no_cold_start_s0) failed in worker \d.*Traceback"
+    with pytest.raises(StageFailed, match=failed):
         Experiment(recipe, broken, server_url=test_dbs.server_url, data_dir=tau_data_dir).run()
     assert asyncio.run(_paper_databases(test_dbs.server_url)) <= before
 
@@ -111,9 +169,36 @@ def test_validation_tasks_cover_the_evaluation_kinds_evenly_on_customers_rl_does
     assert "val" not in build_task_sets(recipe.model_copy(update={"n_val_tasks": 0}), data)
 
 
+def test_a_task_seed_is_a_fresh_experiment_with_disjoint_customers(tau_data_dir):
+    """Another task seed shuffles the customers into other sets and draws other tasks (the test set
+    among them); another test task seed changes the test set only. Within an experiment the
+    development, test, cold-start, RL and validation customers never meet."""
+    from rl.tasks.stores import resolve_store
+
+    recipe = get_recipe("smoke")
+    data = resolve_store(recipe.store, tau_data_dir)
+    first, other = (build_task_sets(recipe.model_copy(update={"task_seed": s}), data) for s in (0, 5))
+    new_test = build_task_sets(recipe.model_copy(update={"test_task_seed": 24}), data)
+    ids = {name: {t.id for t in ts} for name, ts in first.items()}
+    assert ids["test"] != {t.id for t in other["test"]} and ids["dev"] != {t.id for t in other["dev"]}
+    assert ids["test"] != {t.id for t in new_test["test"]} and ids["dev"] == {t.id for t in new_test["dev"]}
+    assert {customer_bucket(t.customer.user_id, 5) for t in other["test"]} == {"test"}
+    for sets in (first, other, new_test):
+        assert len(sets["test"]) == recipe.n_eval_tasks and len(sets["dev"]) == recipe.n_dev_tasks
+        customers = {name: {t.customer.user_id for t in ts} for name, ts in sets.items()}
+        for a in customers:
+            for b in customers:
+                assert a == b or not customers[a] & customers[b], (a, b)
+    # the evaluation sets hold the evaluation's kinds evenly
+    from rl.grpo.rollout import task_category
+
+    assert sorted(task_category(t) for t in first["test"]) == sorted(recipe.eval_mix)
+
+
 def test_round_robin_takes_kinds_in_turn_and_says_which_kind_ran_out():
     by_kind = {"a": ["a1", "a2", "a3"], "b": ["b1"], "c": ["c1", "c2"]}
     assert round_robin(by_kind, ["a", "b", "c"], 4) == ["a1", "b1", "c1", "a2"]
+    assert round_robin(by_kind, ["a", "a", "c"], 4) == ["a1", "a2", "c1", "a3"]  # a kind named twice
     with pytest.raises(ValueError, match="only 1 tasks of kind 'b' could be generated"):
         round_robin(by_kind, ["a", "b", "c"], 5, what="tasks")
     with pytest.raises(ValueError, match="only 0 items of kind 'd'"):
@@ -121,9 +206,16 @@ def test_round_robin_takes_kinds_in_turn_and_says_which_kind_ran_out():
 
 
 async def _paper_databases(server_url: str) -> set[str]:
+    """The experiments' databases whose owner process is gone (rl/env/ownership.py): what a dead
+    worker left behind. Databases of live processes (other test runs on the same server) are not
+    counted."""
     from sqlalchemy import text
 
     from backend.db.engine import admin_connection
+    from rl.env.ownership import database_owner, live_owners
 
     async with admin_connection(server_url) as admin:
-        return set((await admin.execute(text("SELECT datname FROM pg_database WHERE datname LIKE 'paper%'"))).scalars())
+        query = text("SELECT datname FROM pg_database WHERE datname LIKE 'paper%'")
+        names = set((await admin.execute(query)).scalars())
+        alive = await live_owners(admin)
+    return {n for n in names if database_owner(n) not in alive}

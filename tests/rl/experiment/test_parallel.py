@@ -4,30 +4,41 @@ starts when. Each worker's share of the server's connections is tested with the 
 (tests/rl/experiment/test_paper_table.py)."""
 
 from rl.experiment.parallel import Job, chain_cost, next_job, training_and_evaluation_jobs
+from rl.experiment.recipe import get_recipe
+
+RECIPE = get_recipe("cpu-tiny").model_copy(update={"seeds": 3, "ablation_seeds": 1, "eval_trials": 1})
 
 
-def test_each_grpo_run_starts_from_its_model_and_each_row_is_evaluated_after_its_training():
-    jobs = {j.stage: j.needs for j in training_and_evaluation_jobs()}
+def test_each_grpo_run_starts_from_its_model_and_each_model_is_evaluated_after_its_training():
+    jobs = {j.stage: j.needs for j in training_and_evaluation_jobs(RECIPE)}
     assert jobs == {"eval_base": "base_model", "eval_cold_start": "sft",
-                    "grpo_mua_rl": "sft", "eval_mua_rl": "grpo_mua_rl",
-                    "grpo_no_cold_start": "base_model", "eval_no_cold_start": "grpo_no_cold_start",
-                    "grpo_static_query": "sft", "eval_static_query": "grpo_static_query"}
+                    **{f"grpo_mua_rl_s{s}": "sft" for s in range(3)},
+                    **{f"eval_mua_rl_s{s}": f"grpo_mua_rl_s{s}" for s in range(3)},
+                    "grpo_no_cold_start_s0": "base_model", "eval_no_cold_start_s0": "grpo_no_cold_start_s0",
+                    "grpo_static_query_s0": "sft", "eval_static_query_s0": "grpo_static_query_s0"}
+    # every ablation seed when the recipe asks; GRPO seeds follow grpo.seed
+    seeded = RECIPE.model_copy(update={"ablation_seeds": 3, "grpo": RECIPE.grpo.model_copy(update={"seed": 7})})
+    stages = {j.stage for j in training_and_evaluation_jobs(seeded)}
+    assert {f"grpo_{r}_s{s}" for r in ("mua_rl", "no_cold_start", "static_query") for s in (7, 8, 9)} < stages
 
 
 def test_longest_chain_first_and_nothing_before_its_input():
-    jobs = training_and_evaluation_jobs()
-    assert chain_cost(jobs, "grpo_mua_rl") == 11.0 and chain_cost(jobs, "eval_base") == 1.0
+    jobs = training_and_evaluation_jobs(RECIPE)
+    assert chain_cost(jobs, "grpo_mua_rl_s0") == 11.0 and chain_cost(jobs, "eval_base") == 1.0
+    # two customers and four trials make an evaluation five times one greedy pass
+    assert chain_cost(training_and_evaluation_jobs(RECIPE.model_copy(update={"eval_trials": 4}), 2), "eval_base") == 5.0
     # right after the base model only the base model's stages are ready: its GRPO run goes first
-    assert next_job(jobs, {"base_model"}, set()).stage == "grpo_no_cold_start"
-    assert next_job(jobs, {"base_model"}, {"grpo_no_cold_start"}).stage == "eval_base"
-    assert next_job(jobs, {"base_model"}, {"grpo_no_cold_start", "eval_base"}) is None
+    assert next_job(jobs, {"base_model"}, set()).stage == "grpo_no_cold_start_s0"
+    assert next_job(jobs, {"base_model"}, {"grpo_no_cold_start_s0"}).stage == "eval_base"
+    assert next_job(jobs, {"base_model"}, {"grpo_no_cold_start_s0", "eval_base"}) is None
     # with the cold start too, the GRPO runs (in row order) before any evaluation
     order, started, finished = [], set(), {"base_model", "sft"}
     while (job := next_job(jobs, finished, started)) is not None:
         order.append(job.stage)
         started.add(job.stage)
         finished.add(job.stage)
-    assert order[:3] == ["grpo_mua_rl", "grpo_no_cold_start", "grpo_static_query"]
-    assert sorted(order[3:]) == sorted(j.stage for j in jobs if j.stage.startswith("eval_"))
+    assert order[:5] == ["grpo_mua_rl_s0", "grpo_mua_rl_s1", "grpo_mua_rl_s2", "grpo_no_cold_start_s0",
+                         "grpo_static_query_s0"]
+    assert sorted(order[5:]) == sorted(j.stage for j in jobs if j.stage.startswith("eval_"))
     # finished stages are not started again
     assert next_job([Job("eval_base", "base_model")], {"base_model", "eval_base"}, set()) is None

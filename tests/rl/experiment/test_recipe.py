@@ -35,3 +35,21 @@ def test_validation_is_off_in_cpu_tiny_and_then_any_interval_goes():
     r = with_overrides(get_recipe("cpu-tiny"), ["validate_every=5"])
     assert r.n_val_tasks == 0 and r.validate_every == 5
     assert get_recipe("smoke").n_val_tasks > 0  # the test suite runs the selection end to end
+
+
+def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from rl.cli import register
+
+    app = typer.Typer()
+    register(app)
+    run = CliRunner().invoke
+    bad = run(app, ["experiment", "paper-table", "--recipe", "smoke", "--out", str(tmp_path / "a"), "--seeds", "2",
+                    "--set", "eval_set=train"])
+    assert bad.exit_code == 2 and "invalid setting eval_set" in bad.output
+    assert run(app, ["experiment", "paper-table", "--out", str(tmp_path / "b"), "--seeds", "0"]).exit_code == 2
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    r = with_overrides(get_recipe("smoke"), ["seeds=4", "task_seed=7"])
+    assert (r.seeds, r.task_seed, r.test_task_seed) == (4, 7, 23)

@@ -76,7 +76,7 @@ def test_each_stage_has_one_marker_and_unknown_stages_are_an_error(tmp_path):
     from rl.experiment.stages import result_marker
 
     assert result_marker(tmp_path, "sft") == tmp_path / "models" / "cold_start" / "manifest.json"
-    assert result_marker(tmp_path, "grpo_mua_rl") == tmp_path / "models" / "mua_rl" / "manifest.json"
-    assert result_marker(tmp_path, "eval_cold_start") == tmp_path / "eval" / "cold_start" / "summary.json"
+    assert result_marker(tmp_path, "grpo_mua_rl_s1") == tmp_path / "models" / "mua_rl_s1" / "manifest.json"
+    assert result_marker(tmp_path, "eval_cold_start") == tmp_path / "eval" / "cold_start" / "result.json"
     with pytest.raises(ValueError, match="no such stage"):
         result_marker(tmp_path, "train_everything")
