@@ -118,6 +118,8 @@ async def bench_cycle(args: argparse.Namespace, data: dict[str, Any]) -> dict[st
         env = {**os.environ, "PYTHONPATH": str(PROJECT), "DATABASE_URL": url,
                "MUARL_LLM_BASE_URL": f"http://127.0.0.1:{llm_port}/v1", "MUARL_LLM_MODEL": "fake-model",
                "MUARL_LLM_MAX_RETRIES": "0", "MUARL_API_RATE_LIMIT_PER_MINUTE": "100000",
+               # the 20 customers share one address: per-client quotas would refuse all but a few
+               "MUARL_RATE_CONVERSATIONS_PER_HOUR": "0", "MUARL_RATE_MESSAGES_PER_HOUR": "0",
                "MUARL_LOG_LEVEL": "WARNING"}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.fakes.openai_server", "--port", str(llm_port)],
                                       cwd=PROJECT, env=env))
