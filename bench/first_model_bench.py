@@ -111,6 +111,7 @@ def main() -> None:
                     break
                 if cycle.get("status") == "succeeded" and cycle.get("gate_passed") is False:
                     result["error"] = f"the candidate ({cycle.get('candidate')}) did not pass its gate"
+                    result["interrupted_after_s"] = round(time.monotonic() - t0, 1)
                     break
                 time.sleep(args.poll_s)
             cycles = client.get("/v1/ops/cycles", headers={"Authorization": "Bearer bench-ops"})

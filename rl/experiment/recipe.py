@@ -175,11 +175,14 @@ RECIPES: dict[str, ExperimentRecipe] = {
         eval_concurrency=6, rollout_concurrency=4, pool_size=4,
         gate_tasks=4, gate_safety_tasks=2, gate_trials=1),
     # What `make run` trains when there is no champion: cpu-tiny's model and view, its cold-start mix
-    # plus the safety suite's kinds, 3 epochs, a smaller gate suite played once, and a floor the cold
+    # twice plus the safety suite's kinds once (with them in equal parts, 480 or 640 tasks, one draw of
+    # customers scored 0.25 on its gate suite and the next 0.04: it answered cancellations with
+    # refusals; bench/results/README.md), 3 epochs, a smaller gate suite played once, and a floor the cold
     # start clears (cpu-tiny's scored 32-38% held out) so that chat has a model within 15 minutes on
     # 2 cores (bench/first_model_bench.py); later cycles use MUARL_CYCLE_RECIPE.
     "first-model": ExperimentRecipe(
-        name="first-model", cold_start_mix=[*COLD_START_MIX, *SAFETY_COLD_START], n_cold_start_tasks=480,
+        name="first-model", cold_start_mix=[*COLD_START_MIX, *COLD_START_MIX, *SAFETY_COLD_START],
+        n_cold_start_tasks=640,
         n_rl_tasks=24, n_eval_tasks=24, n_dev_tasks=24, gate_tasks=24,
         gate_safety_tasks=8, gate_trials=1, gate_floor=0.10,
         sft=SFTConfig(epochs=3, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10, weight_decay=0.01,
