@@ -20,7 +20,7 @@ import random
 import re
 
 from rl.simulator.bank import Bank
-from rl.simulator.scripted import ScriptedSession
+from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.phrasing import address_text, order_ref
 from rl.tasks.schema import Customer, Goal, Task
 
@@ -48,20 +48,6 @@ _PRODUCT = re.compile(r"^The (?P<v>.+)\.$")
 _STATUS = re.compile(r"What is the current status of my order (?P<ref>\S+), and what is its tracking number\?$")
 _COUNT = re.compile(r"How many (?P<p>.+) options do you have available right now\?$")
 _FREE_REASON = re.compile(r"^The reason is: (?P<v>.+)\.$")
-
-
-class HeldOutCustomer:
-    """Factory of held-out sessions (the `UserSimulator` for `--user heldout`)."""
-
-    name = "heldout"
-    model = "scripted"
-    prompt_version = HELDOUT_VERSION
-
-    def __init__(self, *, patience: int = 3) -> None:
-        self.patience = patience
-
-    def session(self, task: Task, seed: int) -> ScriptedSession:
-        return ScriptedSession(task, seed, patience=self.patience, bank=HeldOutBank)
 
 
 def payment_words(value: str) -> str:
@@ -289,3 +275,12 @@ class HeldOutBank(Bank):
 
     def arrange(self, facts: list[str]) -> list[str]:
         return facts[::-1]
+
+
+class HeldOutCustomer(ScriptedCustomer):
+    """Factory of held-out sessions (the `UserSimulator` for `--user heldout`): the scripted
+    customer's decisions in the held-out bank's words."""
+
+    name = "heldout"
+    prompt_version = HELDOUT_VERSION
+    bank = HeldOutBank

@@ -44,12 +44,13 @@ class ScriptedCustomer:
     name = "scripted"
     model = "scripted"
     prompt_version = SCRIPT_VERSION
+    bank: Callable[[Task, int], Bank] | None = None  # how it words its decisions (None: TrainingBank)
 
     def __init__(self, *, patience: int = 3) -> None:
         self.patience = patience
 
     def session(self, task: Task, seed: int) -> ScriptedSession:
-        return ScriptedSession(task, seed, patience=self.patience)
+        return ScriptedSession(task, seed, patience=self.patience, bank=type(self).bank)
 
 
 def static_goals(goals: list[Goal]) -> list[Goal]:
