@@ -56,9 +56,11 @@ def run_named(recipe: ExperimentRecipe, name: str) -> GrpoRun:
 
 
 def row_models(recipe: ExperimentRecipe) -> dict[str, list[str]]:
-    """Per row of the table, the models evaluated for it (one per seed for the GRPO rows)."""
+    """Per row of the table, the models evaluated for it (one per seed for the GRPO rows); an
+    ablation the recipe does not run (`ablation_seeds` 0) has no row."""
     runs = grpo_runs(recipe)
-    return {row: [r.name for r in runs if r.row == row] if row in GRPO_RUNS else [row] for row in ROWS}
+    rows = {row: [r.name for r in runs if r.row == row] if row in GRPO_RUNS else [row] for row in ROWS}
+    return {row: models for row, models in rows.items() if models}
 
 
 def evaluated_models(recipe: ExperimentRecipe) -> list[str]:

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rl.experiment.plan import GRPO_RUNS, ROW_LABELS, ROWS, grpo_runs, row_models
+from rl.experiment.plan import GRPO_RUNS, ROW_LABELS, grpo_runs, row_models
 from rl.experiment.recipe import ExperimentRecipe
 
 Result = dict[str, Any]  # one model's figures with one customer (stages.py `evaluation_result`)
@@ -77,6 +77,8 @@ def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
     n_main = sum(r.row == "mua_rl" for r in runs)
     for row in GRPO_RUNS:
         mine = [r for r in runs if r.row == row]
+        if not mine:  # an ablation the recipe does not run has no row
+            continue
         said = []
         metrics = [_metrics(out / "grpo" / r.name / "metrics.jsonl") for r in mine]
         if metrics and all(ms and not any(m.get("reward_mean") for m in ms) for ms in metrics):
@@ -104,11 +106,11 @@ def build_table(recipe: ExperimentRecipe, results: dict[str, dict[str, Result]],
     by_customer, gains = {}, {}
     for c in customers:
         by_customer[c] = {row: {**row_figures([results[m][c] for m in models[row]]),
-                                **({"note": notes[row]} if row in notes else {})} for row in ROWS}
+                                **({"note": notes[row]} if row in notes else {})} for row in models}
         gains[c] = seed_gains(results["cold_start"][c], {r.seed: results[r.name][c] for r in runs})
     main = customers[0]
     every = {m: {c: {k: results[m][c].get(k) for k in ("pass1", "pass1_ci95", "tcr", "excluded", "sampled")}
-                 for c in customers} for row in ROWS for m in models[row]}
+                 for c in customers} for row in models for m in models[row]}
     return {"rows": by_customer[main], "eval_customer": main, "eval_customers": customers,
             "seeds": gains[main]["seeds"], "gain_mean": gains[main]["gain_mean"],
             "gain_ci95": gains[main]["gain_ci95"], "n_paired_tasks": gains[main]["n_paired_tasks"],

@@ -95,3 +95,22 @@ def test_an_llm_customer_joins_the_evaluation_when_an_endpoint_is_configured():
     assert evaluation_customers(recipe, SimpleNamespace(llm_base_url=None, llm_model="qwen")) == ["heldout", "scripted"]
     off = recipe.model_copy(update={"llm_customer": False})
     assert evaluation_customers(off, endpoint) == ["heldout", "scripted"]
+
+
+def test_a_recipe_without_ablations_has_no_ablation_rows_jobs_or_notes(tmp_path):
+    from rl.experiment.parallel import training_and_evaluation_jobs
+    from rl.experiment.plan import evaluated_models
+
+    recipe = RECIPE.model_copy(update={"ablation_seeds": 0})
+    assert evaluated_models(recipe) == ["base", "cold_start", "mua_rl_s0", "mua_rl_s1"]
+    assert not [j for j in training_and_evaluation_jobs(recipe) if "static" in j.stage or "no_cold" in j.stage]
+    for run in ("mua_rl_s0", "mua_rl_s1"):
+        _metrics(tmp_path / "grpo" / run, 0.25)
+    notes = row_notes(tmp_path, recipe)
+    assert set(notes) == {"base"}
+    results = {m: {"scripted": r} for m, r in
+               {"base": COLD, "cold_start": COLD, "mua_rl_s0": SEED0, "mua_rl_s1": SEED1}.items()}
+    table = {**build_table(recipe, results, ["scripted"], notes), "n_eval_tasks": 4, "wall_seconds": 1.0,
+             "command": "c", "recipe": "smoke"}
+    assert list(table["rows"]) == ["base", "cold_start", "mua_rl"] and table["gain_mean"] == pytest.approx(0.5)
+    assert "static query" not in table_markdown(table)
