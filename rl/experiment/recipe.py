@@ -172,7 +172,8 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # first-model runs, bench/results/README.md); one under 0.10 is broken and must not be served
     "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10),
     "smoke": ExperimentRecipe(
-        name="smoke", cold_start_mix=list(COLD_START_MIX), n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6, n_dev_tasks=6, n_val_tasks=6,
+        name="smoke", cold_start_mix=list(COLD_START_MIX), n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6,
+        n_dev_tasks=6, n_val_tasks=6,
         vocab_size=600, seeds=2, eval_trials=2, eval_customers=["heldout", "scripted"], llm_customer=False,
         model=TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                               head_dim=16, intermediate_size=64),
