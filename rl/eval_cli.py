@@ -28,7 +28,7 @@ def eval_command(
     tasks_file: Annotated[Path, typer.Option("--tasks", help="task file (muarl tasks generate / import-tau)")],
     out: Annotated[Path, typer.Option("--out", help="output folder")],
     policy: Annotated[str, typer.Option("--policy", help="oracle, hasty, openai:MODEL or local:PATH")] = "oracle",
-    user: Annotated[str, typer.Option("--user", help="scripted, heldout, scripted-static or llm:MODEL")] = "scripted",
+    user: Annotated[str, typer.Option("--user", help="scripted, varied, heldout, scripted-static, llm:M")] = "scripted",
     trials: Annotated[int, typer.Option("--trials", min=1, help="trials per task (pass^1..pass^K)")] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256)] = 8,
     seed: Annotated[int, typer.Option("--seed")] = 0,

@@ -43,7 +43,7 @@ def gate_run(
     trials: Annotated[int | None, typer.Option("--trials", min=1, help="trials per task (MUARL_GATE_TRIALS)")] = None,
     margin: Annotated[float | None, typer.Option("--margin", min=0.0, help="MUARL_GATE_MARGIN")] = None,
     floor: Annotated[float | None, typer.Option("--floor", min=0.0, max=1.0, help="default: the recipe's")] = None,
-    user: Annotated[str, typer.Option("--user", help="scripted, heldout, scripted-static or llm:MODEL")] = "scripted",
+    user: Annotated[str, typer.Option("--user", help="scripted, varied, heldout, scripted-static, llm:M")] = "scripted",
     user_base_url: Annotated[str | None, typer.Option("--user-base-url", help="simulator's endpoint")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256)] = 8,
     max_turns: Annotated[int, typer.Option("--max-turns", min=1)] = 30,

@@ -17,6 +17,7 @@ from typing import Any
 from backend.agent.llm import Completion
 from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
+from rl.simulator.varied import wordings
 from rl.tasks.phrasing import order_ref
 from rl.tasks.schema import Task
 
@@ -83,13 +84,20 @@ class TeacherSession:
                 needed.append("order_id")
         if goal is not None and not msg.get("tool_calls") and "(yes/no)" in str(msg.get("content") or ""):
             for slot, answer in goal.details.items():
-                if slot in QUESTIONS and slot != "order_id" and _essence(answer) not in said:
+                if slot in QUESTIONS and slot != "order_id" and not _was_said(answer, said):
                     needed.append(slot)
         for slot in needed:
             if (gid, slot) not in self.asked:
                 self.asked.add((gid, slot))
                 return text_message(QUESTIONS[slot])
         return None
+
+
+def _was_said(answer: str, said: str) -> bool:
+    """Whether the customer has told the fact `answer` (the script's sentence), in the training
+    customer's words or in any wording of the varied training customer (rl/simulator/varied.py)."""
+    first = answer.strip().split(". ")[0]
+    return any(_essence(w) in said for w in wordings(first if first.endswith((".", "?")) else first + "."))
 
 
 def _essence(answer: str) -> str:

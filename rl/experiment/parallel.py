@@ -24,7 +24,16 @@ from typing import Any
 import structlog
 
 from rl.experiment.environment import ExperimentEnv
-from rl.experiment.plan import GRPO_RUNS, ROWS, Reporter, TaskSets, grpo_runs, run_named, task_set_names
+from rl.experiment.plan import (
+    GRPO_RUNS,
+    ROWS,
+    Reporter,
+    TaskSets,
+    grpo_customer,
+    grpo_runs,
+    run_named,
+    task_set_names,
+)
 from rl.experiment.recipe import ExperimentRecipe
 from rl.experiment.stages import Stages
 
@@ -80,8 +89,8 @@ def run_stage(st: Stages, stage: str, tasks: TaskSets) -> None:
     kind, _, name = stage.partition("_")
     if kind == "grpo":
         run = run_named(st.recipe, name)
-        init, user = GRPO_RUNS[run.row]
-        st.grpo(name, init, user, tasks["rl"], tasks.get("val"), seed=run.seed)
+        st.grpo(name, GRPO_RUNS[run.row][0], grpo_customer(st.recipe, run.row),
+                tasks["rl"], tasks.get("val"), seed=run.seed)
     else:
         st.evaluate(name, tasks[st.recipe.eval_set])
 
@@ -103,18 +112,32 @@ WorkerEvent = tuple[str, int, Any, Any]
 
 
 class _QueueReporter:
-    """A worker's progress, sent to the parent process, which shows it."""
+    """A worker's progress, sent to the parent process, which shows it. At each report it also takes
+    the torch thread count the parent now gives it (`threads[index]`): a worker left alone on the
+    machine, the others idle, uses every core for the rest of its stage."""
 
-    def __init__(self, index: int, events: Queue[WorkerEvent]) -> None:
-        self.index, self.events = index, events
+    def __init__(self, index: int, events: Queue[WorkerEvent], threads: Any = None) -> None:
+        self.index, self.events, self.threads = index, events, threads
+        self._using = 0
+        self.take_threads()
+
+    def take_threads(self) -> None:
+        if self.threads is None or self.threads[self.index] == self._using:
+            return
+        import torch
+
+        self._using = self.threads[self.index]
+        torch.set_num_threads(self._using)
 
     def lane(self) -> _QueueReporter:
         return self
 
     def stage(self, name: str, total: int | None = None) -> None:
+        self.take_threads()
         self.events.put(("stage", self.index, name, total))
 
     def advance(self, n: int = 1, **info: Any) -> None:
+        self.take_threads()
         self.events.put(("advance", self.index, n, info))
 
 
@@ -122,7 +145,7 @@ def _raise_on_sigterm(signum: int, _frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds the worker's environment: sandboxes and snapshot dropped
 
 
-def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: int,
+def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data_dir: str | None, threads: Any,
             max_sandboxes: int, customers: list[str], inbox: Queue[str | None], events: Queue[WorkerEvent]) -> None:
     """One worker process: its own environment, then stages from `inbox` until it reads None."""
     signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -133,13 +156,13 @@ def _worker(index: int, recipe_json: str, out: str, server_url: str | None, data
         from rl.tasks.schema import load_tasks
         from rl.tasks.stores import resolve_store
 
-        torch.set_num_threads(threads)
+        torch.set_num_threads(threads[index])
         recipe = ExperimentRecipe.model_validate_json(recipe_json)
         folder = Path(out)
         tasks = {n: load_tasks(folder / "tasks" / f"{n}.json") for n in task_set_names(recipe) if n != "cold_start"}
         data = resolve_store(recipe.store, Path(data_dir) if data_dir else None)
         with ExperimentEnv(server_url, data, recipe.store, recipe.pool_size, max_sandboxes=max_sandboxes) as env:
-            st = Stages(recipe, folder, env, _QueueReporter(index, events), customers)
+            st = Stages(recipe, folder, env, _QueueReporter(index, events, threads), customers)
             while (stage := inbox.get()) is not None:
                 t0 = time.perf_counter()
                 run_stage(st, stage, tasks)
@@ -174,10 +197,12 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     threads = max(1, recipe.threads // n)
     log.info("experiment.workers", workers=n, threads=threads, sandboxes_each=share, stages=len(left))
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited torch threads or event loop
+    # torch threads per worker, shared with the workers: the busy ones split `recipe.threads`
+    shares = ctx.Array("i", [threads] * n, lock=False)
     events = ctx.Queue()
     inboxes = [ctx.Queue() for _ in range(n)]
     procs = [ctx.Process(target=_worker, name=f"paper-table-worker-{i}", args=(
-        i, recipe.model_dump_json(), str(out), url, str(data_dir) if data_dir else None, threads, share,
+        i, recipe.model_dump_json(), str(out), url, str(data_dir) if data_dir else None, shares, share,
         customers, inboxes[i], events)) for i in range(n)]
     lanes = [reporter.lane() for _ in range(n)]
     busy: dict[int, str | None] = dict.fromkeys(range(n))
@@ -194,6 +219,9 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
                     inboxes[i].put(job.stage)
             if not any(busy.values()):
                 break
+            working = [i for i in range(n) if busy[i]]
+            for i in working:
+                shares[i] = max(1, recipe.threads // len(working))
             try:
                 event = events.get(timeout=1.0)
             except queue.Empty:

@@ -22,8 +22,9 @@ ROW_LABELS = {"base": "base (random init)", "cold_start": "cold start (w/o RL)",
               "no_cold_start": "w/o cold start", "static_query": "static query"}
 # dev and test are the evaluation sets (recipe `eval_set` says which one a run evaluates on)
 TASK_SETS = ("cold_start", "rl", "dev", "test", "val")
-# GRPO row -> (the model it starts from, the customers it trains with: rl/simulator/base.py make_user)
-GRPO_RUNS = {"mua_rl": ("cold_start", "scripted"), "no_cold_start": ("base", "scripted"),
+# GRPO row -> (the model it starts from, the customers it trains with: rl/simulator/base.py make_user;
+# "train" is the recipe's `train_customer`, the customer of its cold-start data)
+GRPO_RUNS = {"mua_rl": ("cold_start", "train"), "no_cold_start": ("base", "train"),
              "static_query": ("cold_start", "scripted-static")}
 TaskSets = dict[str, list[Task]]
 
@@ -46,6 +47,12 @@ def grpo_runs(recipe: ExperimentRecipe) -> list[GrpoRun]:
     seeds = [recipe.grpo.seed + i for i in range(recipe.seeds)]
     return [GrpoRun(row, s) for row in GRPO_RUNS
             for s in (seeds if row == "mua_rl" else seeds[:recipe.ablation_seeds])]
+
+
+def grpo_customer(recipe: ExperimentRecipe, row: str) -> str:
+    """The customer GRPO row `row` trains with (a `make_user` spec)."""
+    spec = GRPO_RUNS[row][1]
+    return recipe.train_customer if spec == "train" else spec
 
 
 def run_named(recipe: ExperimentRecipe, name: str) -> GrpoRun:

@@ -72,12 +72,13 @@ class Stages:
             return kept_path
         from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
         from rl.coldstart.teacher import TeacherPolicy
-        from rl.simulator.scripted import ScriptedCustomer
+        from rl.simulator.base import make_user
 
-        self.report.stage("cold-start data (teacher x scripted customer)", None)
+        customer = self.recipe.train_customer
+        self.report.stage(f"cold-start data (teacher x {customer} customer)", None)
         records = self.env.run(collect_real_tool_trajectories(
-            tasks, TeacherPolicy(), ScriptedCustomer(), self.env.pool, self.env.cache,
-            concurrency=16, source="real_tools:teacher+scripted"))
+            tasks, TeacherPolicy(), make_user(customer), self.env.pool, self.env.cache,
+            concurrency=16, source=f"real_tools:teacher+{customer}"))
         kept, why = filter_records(records, write_tool_names())
         write_jsonl(records, folder / "raw.jsonl")
         (folder / "stats.json").write_text(json.dumps({"episodes": len(records), "kept": len(kept),
@@ -157,7 +158,6 @@ class Stages:
         from rl.grpo.trainer import GRPOTrainer
         from rl.models.tiny import load_model_folder, save_model_folder
         from rl.simulator.base import make_user
-        from rl.simulator.scripted import ScriptedCustomer
 
         model, tok, manifest = load_model_folder(self.model_dir(init))
         r = self.recipe
@@ -176,8 +176,8 @@ class Stages:
                               manifest={**manifest, "parent": init, "user": user_spec})
         selector = None
         if val_tasks:
-            selector = CheckpointSelector(validation_score(episodes(ScriptedCustomer(), greedy=True), val_tasks),
-                                          run_dir, every=r.validate_every, last_step=r.grpo.steps)
+            scorer = validation_score(episodes(make_user(r.train_customer), greedy=True), val_tasks)
+            selector = CheckpointSelector(scorer, run_dir, every=r.validate_every, last_step=r.grpo.steps)
         self.report.stage(f"GRPO {row} (from {init}, {user_spec} customers)", r.grpo.steps)
         self.report.advance(trainer.step)
         if selector is not None:  # the starting model, or a resumed checkpoint whose score was not recorded

@@ -215,7 +215,7 @@ def _grpo_from_champion(ctx: StepContext, st: Any, champion: Any, out: Path) -> 
     if latest.exists():
         ctx.db.event(ctx.cycle_id, "train.resumed", checkpoint=latest.read_text().strip())
     rl_tasks = load_task_set(ctx, "rl") + load_task_set(ctx, "mined")
-    return st.grpo("candidate", "champion", "scripted", rl_tasks)
+    return st.grpo("candidate", "champion", st.recipe.train_customer, rl_tasks)
 
 
 def _publish(model_dir: Path, final: Path, extra: dict[str, Any]) -> None:

@@ -11,6 +11,8 @@ with their cause, and summaries count them apart from the agent's failures (`sim
 `make_user(spec)` builds one by name:
 - `scripted` (rl/simulator/scripted.py): the training customer. It plays the task's script in the
   training phrasing bank; cold-start data, RL rollouts and the training-style evaluation use it.
+- `varied` (rl/simulator/varied.py): the training customer in several wordings of each sentence
+  (values kept verbatim); cpu-tiny's cold-start data, RL rollouts and training-style evaluation use it.
 - `heldout` (rl/simulator/heldout.py): the evaluation customer. The same script and behaviour with a
   phrasing bank and identity formats training never uses, so evaluation measures generalization
   to other wordings (as the paper evaluates with another user simulator than training's).
@@ -78,11 +80,16 @@ def last_agent_text(conversation: list[Message]) -> str:
 
 
 def make_user(spec: str, **options: Any) -> UserSimulator:
-    """Build a simulator from `scripted`, `heldout`, `scripted-static` or `llm:MODEL` (options go to the LLM one)."""
+    """Build a simulator from `scripted`, `varied`, `heldout`, `scripted-static` or `llm:MODEL` (options go
+    to the LLM one)."""
     if spec == "scripted":
         from rl.simulator.scripted import ScriptedCustomer
 
         return ScriptedCustomer()
+    if spec == "varied":
+        from rl.simulator.varied import VariedCustomer
+
+        return VariedCustomer()
     if spec == "heldout":
         from rl.simulator.heldout import HeldOutCustomer
 
@@ -96,4 +103,4 @@ def make_user(spec: str, **options: Any) -> UserSimulator:
         from rl.simulator.llm import LLMCustomer
 
         return LLMCustomer(model, **options)
-    raise ValueError(f"unknown user simulator {spec!r}; use scripted, heldout, scripted-static or llm:MODEL")
+    raise ValueError(f"unknown user simulator {spec!r}; use scripted, varied, heldout, scripted-static or llm:MODEL")

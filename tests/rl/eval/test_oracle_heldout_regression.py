@@ -1,5 +1,5 @@
-"""The oracle passes the generated tasks with the held-out evaluation customer and with the
-static-query customer, as it does with the training customer (test_oracle_regression.py): a few
+"""The oracle passes the generated tasks with the held-out evaluation customer, the varied training
+customer and the static-query customer, as it does with the training customer (test_oracle_regression.py): a few
 hundred tasks covering every category on the synthetic and the tau retail store. A held-out wording
 the oracle cannot read shows up here as a failed episode, a customer refusing a proposal of its own
 goal as `simulator_contradiction`."""
@@ -12,6 +12,7 @@ from rl.eval.harness import evaluate
 from rl.policies.base import make_policy
 from rl.simulator.heldout import HeldOutCustomer
 from rl.simulator.static import StaticCustomer
+from rl.simulator.varied import VariedCustomer
 from rl.tasks.generator import SCHEDULE, generate_tasks
 from rl.tasks.stores import TAU_RETAIL, resolve_store, synthetic_ref
 
@@ -47,6 +48,15 @@ async def test_the_oracle_passes_every_task_with_the_held_out_customer(test_dbs,
     _show(result.trajectories)
     assert failed == []
     assert s["pass_hat_k"]["1"] == 1.0 and s["excluded"] == {} and s["simulator_failures"] == 0
+
+
+async def test_the_oracle_passes_every_task_with_the_varied_training_customer(test_dbs, tau_retail, retail_snapshot):
+    result = await evaluate(_tasks(tau_retail), make_policy("oracle"), VariedCustomer(), concurrency=8,
+                            server_url=test_dbs.server_url, snapshots={TAU_RETAIL: retail_snapshot})
+    failed = [(t.task_id, t.excluded or t.ended_by, t.error) for t in result.trajectories if not t.success]
+    _show(result.trajectories)
+    assert failed == []
+    assert result.summary["excluded"] == {} and result.summary["simulator_failures"] == 0
 
 
 async def test_the_static_oracle_passes_every_task_with_the_static_customer(test_dbs, tau_retail, retail_snapshot):

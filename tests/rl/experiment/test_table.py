@@ -89,12 +89,12 @@ def test_the_table_keeps_rows_for_every_customer_and_shows_every_seed(tmp_path):
 
 def test_an_llm_customer_joins_the_evaluation_when_an_endpoint_is_configured():
     recipe = get_recipe("cpu-tiny")
-    assert recipe.eval_customers == ["heldout", "scripted"]
+    assert recipe.eval_customers == ["heldout", "varied"]
     endpoint = SimpleNamespace(llm_base_url="http://127.0.0.1:8000/v1", llm_model="qwen")
-    assert evaluation_customers(recipe, endpoint) == ["heldout", "scripted", "llm:qwen"]
-    assert evaluation_customers(recipe, SimpleNamespace(llm_base_url=None, llm_model="qwen")) == ["heldout", "scripted"]
+    assert evaluation_customers(recipe, endpoint) == ["heldout", "varied", "llm:qwen"]
+    assert evaluation_customers(recipe, SimpleNamespace(llm_base_url=None, llm_model="qwen")) == ["heldout", "varied"]
     off = recipe.model_copy(update={"llm_customer": False})
-    assert evaluation_customers(off, endpoint) == ["heldout", "scripted"]
+    assert evaluation_customers(off, endpoint) == ["heldout", "varied"]
 
 
 def test_a_recipe_without_ablations_has_no_ablation_rows_jobs_or_notes(tmp_path):

@@ -1,0 +1,43 @@
+"""The cold-start teacher on real sandboxes: it asks before it relies on a fact the customer has not
+said, and it recognises a fact in any wording of the varied training customer, so its data asks the
+same questions whichever training customer plays (and passes the filter)."""
+
+from __future__ import annotations
+
+from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_tool_names
+from rl.coldstart.teacher import QUESTIONS, TeacherPolicy
+from rl.env import SandboxPool, create_snapshot, drop_snapshot
+from rl.env.gold import GoldStateCache
+from rl.simulator.scripted import ScriptedCustomer
+from rl.simulator.varied import VariedCustomer
+from rl.tasks.generator import generate_tasks
+
+
+def _questions(record) -> list[str]:
+    asked = set(QUESTIONS.values())
+    return [m["content"] for m in record["messages"] if m["role"] == "assistant" and m.get("content") in asked]
+
+
+async def test_the_teacher_asks_the_same_questions_of_either_training_customer(test_dbs, tau_retail):
+    kinds = ["cancel", "modify_address", "return", "info_status", "shift_modify_address_cancel", "haggle_cancel",
+             "multi_cancel_return", "exchange"]
+    tasks = generate_tasks(tau_retail, 24, 5, snapshot="tau-retail", categories=kinds)
+    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_snap")
+    try:
+        async with SandboxPool(snap, size=4) as pool:
+            cache = GoldStateCache()
+            plain = await collect_real_tool_trajectories(tasks, TeacherPolicy(), ScriptedCustomer(), pool, cache)
+            varied = await collect_real_tool_trajectories(tasks, TeacherPolicy(), VariedCustomer(), pool, cache)
+    finally:
+        await drop_snapshot(snap)
+    by_task = {r["meta"]["task_id"]: r for r in plain}
+    assert len(varied) == len(plain) == len(tasks)
+    differ = [(r["meta"]["task_id"], _questions(by_task[r["meta"]["task_id"]]), _questions(r)) for r in varied
+              if _questions(r) != _questions(by_task[r["meta"]["task_id"]])]
+    assert differ == []
+    assert sum(len(_questions(r)) for r in varied) > 0  # it does ask where the customer held a fact back
+    kept, why = filter_records(varied, write_tool_names())
+    assert len(kept) == len(varied), why
+    # the customers did word things differently
+    said = [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in (*plain, *varied)]
+    assert said[: len(plain)] != said[len(plain):]
