@@ -51,10 +51,14 @@ DEFAULT_POOL_WORKERS = 2  # a pool's refill workers; it holds one admin connecti
 
 async def free_connections(admin: AsyncConnection) -> int:
     """The server connections sandbox pools may share: `max_connections` less the superuser
-    reserve and `OTHER_CLIENTS`."""
+    reserve, `OTHER_CLIENTS` and the client connections other sessions hold now. The server is
+    shared (a test run beside a long experiment, the service beside both), so a budget from
+    `max_connections` alone would let a newcomer ask for connections another process holds."""
     limit = int(await admin.scalar(text("SHOW max_connections")))
     reserved = int(await admin.scalar(text("SHOW superuser_reserved_connections")))
-    return limit - reserved - OTHER_CLIENTS
+    in_use = int(await admin.scalar(text(
+        "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()")))
+    return max(0, limit - reserved - OTHER_CLIENTS - in_use)
 
 
 def sandbox_budget(free: int, *, pools: int = 1, workers: int = DEFAULT_POOL_WORKERS) -> int:

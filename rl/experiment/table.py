@@ -149,17 +149,15 @@ def table_markdown(table: dict[str, Any]) -> str:
         lines += _gain_lines(table["gains_by_customer"][c], c)
     for c in [main, *[x for x in customers if x != main]]:
         lines += _row_lines(table["rows_by_customer"][c], c, trials)
-    lines += ["## Every model", "",
-              "| model | customer | pass^1 greedy [95% CI] | TCR | "
-              + " | ".join(f"sampled pass^{k} [95% CI]" for k in range(1, trials)) + " |",
-              "|---|---|---|---|" + "---|" * (trials - 1)]
+    sampled_heads = [f"sampled pass^{k} [95% CI]" for k in range(1, trials)]
+    lines += ["## Every model", "", _row(["model", "customer", "pass^1 greedy [95% CI]", "TCR", *sampled_heads]),
+              _row(["---"] * (4 + len(sampled_heads)))]
     for m, by_c in table["models"].items():
         for c, r in by_c.items():
             s = r.get("sampled") or {}
             cells = [f"{_pct(s.get('pass_hat_k', {}).get(str(k)))} {_ci(s.get('pass_hat_k_ci95', {}).get(str(k)))}"
                      for k in range(1, trials)]
-            lines.append(f"| {m} | {c} | {_pct(r['pass1'])} {_ci(r.get('pass1_ci95'))} | {_pct(r['tcr'])} | "
-                         + " | ".join(cells) + " |")
+            lines.append(_row([m, c, f"{_pct(r['pass1'])} {_ci(r.get('pass1_ci95'))}", _pct(r["tcr"]), *cells]))
     lines.append("")
     if table.get("selection"):
         lines += ["Which GRPO step each run ships (rl/grpo/selection.py):", ""]
@@ -167,6 +165,11 @@ def table_markdown(table: dict[str, Any]) -> str:
         lines.append("")
     lines += [f"Command: `{table['command']}`", ""]
     return "\n".join(lines)
+
+
+def _row(cells: list[str]) -> str:
+    """One markdown table row; with one trial per task there are no sampled columns, and no empty one."""
+    return "| " + " | ".join(cells) + " |"
 
 
 def _gain_lines(g: dict[str, Any], customer: str) -> list[str]:

@@ -3,7 +3,14 @@ starts when. Each worker's share of the server's connections is tested with the 
 (tests/rl/env/test_connection_budget.py); the workers themselves run in the smoke pipeline
 (tests/rl/experiment/test_paper_table.py)."""
 
-from rl.experiment.parallel import Job, chain_cost, next_job, training_and_evaluation_jobs
+import multiprocessing
+import queue
+
+import pytest
+import torch
+
+from rl.experiment.parallel import Job, _QueueReporter, chain_cost, next_job, training_and_evaluation_jobs
+from rl.experiment.plan import grpo_customer
 from rl.experiment.recipe import get_recipe
 
 RECIPE = get_recipe("cpu-tiny").model_copy(update={"seeds": 3, "ablation_seeds": 1, "eval_trials": 1})
@@ -42,3 +49,27 @@ def test_longest_chain_first_and_nothing_before_its_input():
     assert sorted(order[5:]) == sorted(j.stage for j in jobs if j.stage.startswith("eval_"))
     # finished stages are not started again
     assert next_job([Job("eval_base", "base_model")], {"base_model", "eval_base"}, set()) is None
+
+
+def test_a_worker_takes_the_threads_the_parent_gives_it_at_its_next_report():
+    before = torch.get_num_threads()
+    shares = multiprocessing.get_context("spawn").Array("i", [1, 1])
+    events: queue.Queue = queue.Queue()
+    try:
+        reporter = _QueueReporter(1, events, shares)
+        assert torch.get_num_threads() == 1
+        shares[1] = 2  # the other worker finished: this one is alone
+        reporter.advance(1, step=3)
+        assert torch.get_num_threads() == 2
+        assert events.get_nowait() == ("advance", 1, 1, {"step": 3})
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_grpo_rows_train_with_the_recipes_customer_and_static_query_with_the_static_one():
+    assert grpo_customer(RECIPE, "mua_rl") == RECIPE.train_customer == "varied"
+    assert grpo_customer(RECIPE, "no_cold_start") == "varied"
+    assert grpo_customer(RECIPE, "static_query") == "scripted-static"
+    assert grpo_customer(get_recipe("smoke"), "mua_rl") == "scripted"
+    with pytest.raises(ValueError):
+        RECIPE.model_validate({**RECIPE.model_dump(), "train_customer": "heldout"})

@@ -87,6 +87,19 @@ def test_the_table_keeps_rows_for_every_customer_and_shows_every_seed(tmp_path):
     assert "| mua_rl_s1 | scripted | 0.0 [0.0, 100.0] |" in md and "## Rows, `scripted` customer" in md
 
 
+def test_with_one_trial_per_task_every_model_has_no_empty_column():
+    recipe = RECIPE.model_copy(update={"eval_trials": 1})
+    models = {"base": COLD, "cold_start": COLD, "mua_rl_s0": SEED0, "mua_rl_s1": SEED1,
+              "no_cold_start_s0": COLD, "static_query_s0": COLD}
+    results = {m: {"scripted-static": r} for m, r in models.items()}
+    table = {**build_table(recipe, results, ["scripted-static"], {}), "n_eval_tasks": 4,
+             "wall_seconds": 60.0, "command": "muarl experiment paper-table", "recipe": "smoke"}
+    md = table_markdown(table)
+    every = md[md.index("## Every model"):].splitlines()
+    assert every[2] == "| model | customer | pass^1 greedy [95% CI] | TCR |" and every[3] == "| --- | --- | --- | --- |"
+    assert "| mua_rl_s1 | scripted-static | 100.0 [0.0, 100.0] | 90.0 |" in every
+
+
 def test_an_llm_customer_joins_the_evaluation_when_an_endpoint_is_configured():
     recipe = get_recipe("cpu-tiny")
     assert recipe.eval_customers == ["heldout", "varied"]
