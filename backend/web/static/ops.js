@@ -313,7 +313,12 @@ let arg = null;
 
 function show(name, a) { current = name; arg = a ?? null; flash("", ""); render(); }
 
+// Views load asynchronously: a click while the previous view is still loading starts a second
+// render, and only the newest may fill the page (else a slow Models load replaces the Cycles view).
+let renders = 0;
+
 async function render() {
+  const mine = ++renders;
   if (!sessionStorage.getItem(TOKEN_KEY)) return showSignin();
   $("signin").hidden = true;
   $("nav").hidden = false;
@@ -328,6 +333,7 @@ async function render() {
     if (e.status === 401 || e.status === 403) return;
     view.append(h("div", {class: "banner bad"}, `Could not load this view: ${e.message}`));
   }
+  if (mine !== renders) return;  // a newer render is on its way
   $("view").replaceChildren(view);
 }
 

@@ -6,6 +6,7 @@ curves drawn from what a cycle records (the GRPO trainer's metrics.jsonl)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import re
@@ -187,5 +188,35 @@ async def test_ops_start_a_cycle_from_the_console(empty_db: str, broker_socket: 
         # the worker's start task is on the broker
         queued = redis.Redis(unix_socket_path=str(broker_socket)).lrange(QUEUE, 0, -1)
         assert [json.loads(m)["headers"]["task"] for m in queued] == ["muarl.cycle.start"]
+    finally:
+        await server.stop()
+
+
+async def test_a_slow_view_never_replaces_the_one_asked_for_after_it(empty_db: str, broker_socket: Path) -> None:
+    """Sign-in loads Models; a click on Cycles before that load answers must leave Cycles on the
+    page when the Models answer finally comes (a busy server answers out of order)."""
+    server = await ApiServer(make_settings(empty_db, None, REDIS_URL=f"redis+socket://{broker_socket}")).start()
+    try:
+        async with browser_page() as page:
+            held: list = []
+
+            async def hold_models(route) -> None:
+                held.append(route)
+
+            await page.route("**/v1/ops/models", hold_models)
+            await page.goto(server.url + "/ops")
+            await page.get_by_label("Ops token").fill(OPS_TOKEN)
+            await page.get_by_role("button", name="Sign in").click()
+            for _ in range(200):  # until the Models load is waiting on the server
+                if held:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(held) == 1
+            await page.get_by_role("button", name="Cycles").click()
+            await expect(page.get_by_text("No cycle is running.")).to_be_visible()
+            await held[0].continue_()
+            await page.wait_for_load_state("networkidle")
+            await expect(page.get_by_text("No cycle is running.")).to_be_visible()
+            await expect(page.get_by_role("heading", name="Models")).to_have_count(0)
     finally:
         await server.stop()
