@@ -106,7 +106,7 @@ class ExperimentRecipe(BaseModel):
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
     # KL: coefficient 0.01 at least, doubled after a step whose KL to the cold start exceeds 1.5x the
     # target (the runs before issue 23 drifted to 0.4-1.4 with a fixed 0.001)
-    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=1e-4, kl_coef=0.01, kl_target=0.2,
+    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=2e-4, kl_coef=0.01, kl_target=0.2,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
                                   mini_batches=2, loss_agg="seq-mean-token-mean")
     # GRPO runs of `mua_rl` from the one cold start, with GRPO seeds grpo.seed, grpo.seed + 1, ...;
