@@ -98,6 +98,16 @@ class ReservedLayer(DynamicLayer):
         self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
         return self.keys, self.values
 
+    def keep(self, rows: torch.Tensor, drop_columns: int = 0) -> None:
+        """Keep only the batch rows `rows` (in that order) and the cached tokens after the first
+        `drop_columns` (columns every kept row masks out), with the headroom that was left."""
+        if self._k is None or self._v is None:
+            return
+        self._k = self._k.index_select(0, rows)[..., drop_columns:, :]
+        self._v = self._v.index_select(0, rows)[..., drop_columns:, :]
+        self._n -= drop_columns
+        self.keys, self.values = self._k[..., : self._n, :], self._v[..., : self._n, :]
+
 
 def reserved_cache(num_layers: int, headroom: int) -> DynamicCache:
     """A `DynamicCache` of `ReservedLayer`s (`headroom`: the tokens a generation will add)."""
@@ -112,7 +122,7 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
                         greedy: bool = False, generator: torch.Generator | None = None,
                         return_caches: bool = True, constraint: CallConstraint | None = None,
-                        call_overrun: int = 0) -> tuple[list[Generation], list[PrefixCache]]:
+                        call_overrun: int = 0, compact: bool = True) -> tuple[list[Generation], list[PrefixCache]]:
     """`generate_batch` for conversations that were continued before: row i's cache holds the first
     tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
     generation prompt) is processed. Cached rows are left padded to a common length, the new parts
@@ -124,7 +134,10 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     (identical sets share one bytes object across the batch); a row still inside a call when
     `max_new_tokens` run out goes on for up to `call_overrun` more tokens to close it (the grammar
     bounds a call's length), so that the budget never cuts a call the model chose to write into a
-    malformed one."""
+    malformed one. With `compact`, rows that have finished leave the decoding batch (and cached
+    columns no remaining row attends to leave the cache) once they are a quarter of it: a decoding
+    step reads every cached row's keys and values, and most turns end long before the batch's
+    longest; the tokens are those of a batch that keeps them (tests/rl/models/test_generation.py)."""
     n = len(prompts)
     if not n:
         return [], []
@@ -165,8 +178,11 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     out = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, cache=cache, use_cache=True,
                 logits_to_keep=1)
     cache = out.cache
-    logits = out.logits[:, -1, :]
+    logits = out.logits[:, -1, :].clone()  # every row's; a row that left the batch keeps its last (unused)
     next_pos = positions[:, -1] + 1
+    live = torch.arange(n, device=device)  # the rows still in the cache, in its order
+    offset = 0  # attention columns dropped from the front of the cache
+    left: dict[int, PrefixCache] = {}  # the caches of rows that left the batch
     new_ids: list[list[int]] = [[] for _ in range(n)]
     new_lp: list[list[float]] = [[] for _ in range(n)]
     alive = torch.ones(n, dtype=torch.bool, device=device)
@@ -204,23 +220,39 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
             break
         # feed what was sampled; rows that had already finished feed masked padding
         tok = torch.where(was_alive, tok, torch.full_like(tok, pad_id))
+        needed = was_alive[live]
+        if compact and int(needed.sum()) <= 3 * len(live) // 4:
+            # the rows that finished before this step (their last token is cached) leave
+            going, staying = (~needed).nonzero().flatten(), needed.nonzero().flatten()
+            if return_caches:
+                for pos, row in zip(going.tolist(), live[going].tolist(), strict=True):
+                    left[row] = _row_cache(cache, pos, attention[row, offset:])
+            live = live[staying]
+            first = int(attention[live, offset:].any(0).int().argmax())  # the first column a staying row attends to
+            for layer in cache.layers:
+                assert isinstance(layer, ReservedLayer)
+                layer.keep(staying, first)
+            offset += first
         attention = torch.cat([attention, was_alive.long()[:, None]], dim=-1)
-        out = model(input_ids=tok[:, None], attention_mask=attention, position_ids=next_pos[:, None],
-                    cache=cache, use_cache=True)
+        out = model(input_ids=tok[live][:, None], attention_mask=attention[live, offset:],
+                    position_ids=next_pos[live][:, None], cache=cache, use_cache=True)
         cache = out.cache
-        logits = out.logits[:, -1, :]
+        logits[live] = out.logits[:, -1, :]
         next_pos = next_pos + was_alive.long()
     gens = [Generation(ids=new_ids[i], logprobs=new_lp[i], finished=finished[i], constrained=new_con[i])
             for i in range(n)]
     if not return_caches:
         return gens, []
-    keep = attention.bool().cpu()
-    prefix = []
-    for i in range(n):
-        idx = keep[i].nonzero().flatten()
-        prefix.append(PrefixCache([(layer.keys[i][:, idx].cpu(), layer.values[i][:, idx].cpu())
-                                   for layer in cache.layers]))
+    at = {row: pos for pos, row in enumerate(live.tolist())}
+    prefix = [left[i] if i in left else _row_cache(cache, at[i], attention[i, offset:]) for i in range(n)]
     return gens, prefix
+
+
+def _row_cache(cache: DynamicCache, pos: int, attended: torch.Tensor) -> PrefixCache:
+    """The cache of the batch's row `pos` without its padding (`attended`: its row of the attention
+    mask over the cached columns)."""
+    idx = attended.bool().nonzero().flatten()
+    return PrefixCache([(layer.keys[pos][:, idx].cpu(), layer.values[pos][:, idx].cpu()) for layer in cache.layers])
 
 
 def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator: torch.Generator | None,

@@ -82,3 +82,71 @@ def test_generation_matches_a_plain_forward_of_the_whole_sequence():
         assert gen.ids == want
         got = [float(logp[len(p) - 1 + i, t]) for i, t in enumerate(gen.ids)]
         assert torch.allclose(torch.tensor(got), torch.tensor(gen.logprobs), atol=1e-4)
+
+
+def _eos_biased_model(bias: float = 2.5):
+    model = _model()
+
+    def raise_eos(module, inputs, out):
+        out[..., EOS] += bias
+        return out
+
+    model.lm_head.register_forward_hook(raise_eos)
+    return model
+
+
+def test_rows_leaving_the_batch_change_no_token_log_prob_or_cache():
+    model = _eos_biased_model()  # turns end after a few tokens, at different times per row
+    rng = random.Random(7)
+    prompts = [[rng.randrange(2, VOCAB) for _ in range(rng.randint(3, 30))] for _ in range(12)]
+    kw = dict(max_new_tokens=16, eos_id=EOS, pad_id=PAD)
+    caches: list = [None] * len(prompts)
+    left_early, rows = 0, []
+    model.lm_head.register_forward_hook(lambda module, inputs, out: rows.append(out.shape[0]))
+    for turn in range(3):
+        rows.clear()
+        a, ca = generate_continuing(model, prompts, caches, generator=torch.Generator().manual_seed(turn), **kw)
+        left_early += min(rows) < len(prompts)  # the decoding batch shrank
+        b, cb = generate_continuing(model, prompts, caches, generator=torch.Generator().manual_seed(turn),
+                                    compact=False, **kw)
+        assert [g.ids for g in a] == [g.ids for g in b] and [g.finished for g in a] == [g.finished for g in b]
+        for x, y in zip(ca, cb, strict=True):
+            assert x.length == y.length
+            for (xk, xv), (yk, yv) in zip(x.layers, y.layers, strict=True):
+                assert torch.allclose(xk, yk, atol=1e-5) and torch.allclose(xv, yv, atol=1e-5)
+        for x, y in zip(a, b, strict=True):
+            assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-5)
+        prompts = [p + g.ids + [rng.randrange(2, VOCAB) for _ in range(rng.randint(1, 9))]
+                   for p, g in zip(prompts, a, strict=True)]
+        caches = ca
+    assert left_early == 3  # rows really left the batch in every turn
+
+
+def test_compaction_keeps_a_constrained_rows_masks():
+    """Rows that leave keep their place in the constraint: the rows still decoding are masked as before."""
+    model = _eos_biased_model()
+
+    class EvenOnly:  # a stand-in constraint: rows 1, 3, 5 ... may write only even tokens (or EOS)
+        def __init__(self, n):
+            self.states, self.masked = [None] * n, []
+
+        def mask_logits(self, logits):
+            out = logits.clone()
+            rows = list(range(1, logits.shape[0], 2))
+            odd = torch.arange(logits.shape[1]) % 2 == 1
+            odd[EOS] = False
+            out[1::2, odd] = float("-inf")
+            self.masked = rows
+            return out
+
+        def update(self, row, token):
+            pass
+
+    prompts = [[3 + i, 4, 5 + i] for i in range(8)]
+    gens, _ = generate_continuing(model, prompts, [None] * 8, max_new_tokens=20, eos_id=EOS, pad_id=PAD,
+                                  generator=torch.Generator().manual_seed(0), constraint=EvenOnly(8))
+    for i, g in enumerate(gens):
+        if i % 2:
+            assert all(t % 2 == 0 or t == EOS for t in g.ids)
+            assert set(g.constrained) == set(range(len(g.ids)))
+    assert len({len(g.ids) for g in gens}) > 1
