@@ -29,10 +29,14 @@ from rl.models.generation import generate_continuing
 
 def real_batch(run: Path, n: int, seed: int) -> tuple[torch.nn.Module, list[list[int]], int, int]:
     from rl.coldstart.sft import build_traces, read_records
+    from rl.experiment.recipe import ExperimentRecipe
     from rl.models.tiny import load_model_folder
 
     model, tok, _ = load_model_folder(run / "models" / "cold_start")
-    traces, _ = build_traces(tok, read_records(run / "coldstart" / "filtered.jsonl"), max_tokens=3072)
+    recipe = ExperimentRecipe.model_validate_json((run / "recipe.json").read_text())
+    records = read_records(run / "coldstart" / "filtered.jsonl")
+    view = recipe.view_with_names(records)  # the conversations as the model was trained on them
+    traces, _ = build_traces(tok, [view.record(r) for r in records], max_tokens=recipe.max_context)
     starts = [(t, i) for t in traces for i in range(1, len(t.loss_mask))
               if t.loss_mask[i] and not t.loss_mask[i - 1]]
     rng = random.Random(seed)
