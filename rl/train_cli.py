@@ -167,7 +167,7 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
     with ExperimentEnv(database_url, resolve_store(ref, data_dir), ref, r.pool_size) as env, _bar("grpo") as bar:
         rollout = EpisodeRollout(tok, env.loop, env.pool, env.cache, sim,
                                  max_new_tokens=r.max_new_tokens, max_context=r.max_context,
-                                 view=ChatView.from_manifest(manifest.get("view")),
+                                 temperature=cfg.temperature, view=ChatView.from_manifest(manifest.get("view")),
                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
         trainer = GRPOTrainer(model, tok, tasks, rollout, cfg, out, manifest={**manifest, "user": user})
         task = bar.add_task("grpo", total=cfg.steps, completed=trainer.step, info="")

@@ -166,7 +166,7 @@ class Stages:
 
         def episodes(user: UserSimulator, greedy: bool) -> EpisodeRollout:
             return EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, user,
-                                  max_new_tokens=r.max_new_tokens,
+                                  max_new_tokens=r.max_new_tokens, temperature=config.temperature,
                                   max_context=r.max_context, view=self.view, greedy=greedy,
                                   limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
 

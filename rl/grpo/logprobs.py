@@ -11,6 +11,10 @@ sampling log-prob is the one recorded under the constraint: training then sees t
 sampler drew from. A forced token (one allowed) has log-prob 0 and no gradient; a negative advantage
 lowers a token's share among the allowed ones, never raising forbidden tokens. The renormalisation
 costs (constrained tokens x vocabulary) floats on top of the logits, only where a constraint applied.
+
+With a `temperature` other than 1 (GRPO rollouts sampled at that temperature) every log-prob and
+entropy is that of softmax(logits / temperature), the distribution the sampler drew from, for the
+current policy and the reference alike (verl's actor divides its logits the same way).
 """
 
 from __future__ import annotations
@@ -108,11 +112,14 @@ def _add_constraints(mb: MicroBatch, traces: list[Trace]) -> None:
 
 
 def token_logprobs(model: PreTrainedModel, mb: MicroBatch, with_entropy: bool = False,
-                   constrained: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   constrained: bool = False, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(b, T) log-prob of each token given its prefix (0 at t=0), and optionally the entropy of the
     predicting distribution at each position; with `constrained` (and a micro-batch collated with
-    it), both under the distribution renormalised over what each constrained position allowed."""
+    it), both under the distribution renormalised over what each constrained position allowed; both
+    at `temperature` (the logits divided by it)."""
     logits = model(input_ids=mb.input_ids, attention_mask=mb.attention, use_cache=False).logits[:, :-1].float()
+    if temperature != 1.0:
+        logits = logits / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     target = mb.input_ids[:, 1:]
     lp = logp_all.gather(-1, target[..., None]).squeeze(-1)

@@ -1,5 +1,6 @@
 """GRPO rollouts through the real episode runner: G episodes per task, each on its own sandbox with
-the simulated customer, the agent being the local model (sampling at temperature 1.0), all agent
+the simulated customer, the agent being the local model (sampling at `temperature`, 1.0 unless the
+GRPO config says otherwise: the trainer takes its log-probs at the same one), all agent
 turns of all running episodes batched together. Every episode's token-exact `Trace` comes back with
 its reward (0/1 from the environment), `excluded` (infrastructure or simulator failure: out of the
 group statistics), turns and calls per tool.
@@ -80,8 +81,10 @@ class EpisodeRollout:
     def __init__(self, tokenizer: PreTrainedTokenizerBase, loop: BackgroundLoop, pool: SandboxPool,
                  cache: GoldStateCache | None, user: UserSimulator, *, max_new_tokens: int = 128,
                  max_context: int = 4096, tools_transform: Callable | None = None, greedy: bool = False,
-                 limits: EpisodeLimits | None = None, concurrency: int = 64, view: ChatView | None = None) -> None:
+                 limits: EpisodeLimits | None = None, concurrency: int = 64, view: ChatView | None = None,
+                 temperature: float = 1.0) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
+        self.temperature = temperature
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
@@ -93,8 +96,8 @@ class EpisodeRollout:
 
     def play(self, model: PreTrainedModel, tasks: list[Task], trials: int, seed: int = 0) -> tuple[
             list[Trajectory], list[Trace]]:
-        engine = LocalPolicy(model, self.tok, greedy=self.greedy, max_new_tokens=self.max_new_tokens,
-                             max_context=self.max_context, seed=seed,
+        engine = LocalPolicy(model, self.tok, greedy=self.greedy, temperature=self.temperature,
+                             max_new_tokens=self.max_new_tokens, max_context=self.max_context, seed=seed,
                              view=self.view)
         policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
         trajectories = self.loop.run(self._play(policy, tasks, trials, seed))

@@ -70,6 +70,10 @@ class GRPOConfig(BaseModel):
     # log-probs of tokens sampled under a constraint taken under it (behaviour, current, reference)
     constrained_logprobs: bool = True
     stratify: bool = True  # each step's tasks drawn stratified over their `category:` tags
+    # the temperature rollouts are sampled at; every log-prob of the update (behaviour, current,
+    # reference) is taken at it, so training sees the distribution the sampler drew from (verl's
+    # rollout.temperature; rl/grpo/logprobs.py)
+    temperature: float = Field(default=1.0, gt=0)
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
@@ -196,8 +200,9 @@ class GRPOTrainer:
         for mb in micro_batches(batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id, constrained=True):
             processed += mb.n_tokens
             with torch.no_grad():
-                ref_lp, _ = token_logprobs(self.ref, mb, constrained=held)
-            lp, ent = token_logprobs(self.model, mb, with_entropy=True, constrained=held)
+                ref_lp, _ = token_logprobs(self.ref, mb, constrained=held, temperature=self.cfg.temperature)
+            lp, ent = token_logprobs(self.model, mb, with_entropy=True, constrained=held,
+                                     temperature=self.cfg.temperature)
             # collated with the constraints either way, so that the forced tokens are counted
             old = mb.old_held if held and mb.old_held is not None else mb.old_logp
             a = torch.tensor([advs[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)

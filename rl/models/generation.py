@@ -1,11 +1,12 @@
 """Batched generation for local models: one call continues many token prompts at once (left padded),
-sampling at a temperature (1.0 for rollouts) or greedily (evaluation), and returns for every prompt
-the new token ids, the log-prob each was sampled with (from the untempered distribution when
-temperature is 1.0 and there is no top-k/top-p, i.e. exactly the policy's log-prob) and whether the
-turn ended with the end-of-turn token. Under a constraint (tool-call grammar, shown references) each
-token chosen from a masked distribution also records what the mask allowed, as a packed bit mask
-(`pack_allowed`), and its log-prob under the masked distribution, so that training can use the
-distribution the token was really drawn from (rl/grpo/logprobs.py).
+sampling at a temperature (rollouts: the GRPO recipe's, 1.0 by default) or greedily (evaluation),
+and returns for every prompt the new token ids, the log-prob each was sampled with (under the
+distribution it was drawn from: softmax(logits / temperature), no top-k/top-p; greedy tokens get the
+untempered log-prob) and whether the turn ended with the end-of-turn token. Under a constraint
+(tool-call grammar, shown references) each token chosen from a masked distribution also records what
+the mask allowed, as a packed bit mask (`pack_allowed`), and its log-prob under the masked
+distribution, so that training can use the distribution the token was really drawn from
+(rl/grpo/logprobs.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rl.chat.call_grammar import CallConstraint
 @dataclass
 class Generation:
     ids: list[int]
-    logprobs: list[float]  # under the unmasked distribution
+    logprobs: list[float]  # under the unmasked distribution (at the sampling temperature)
     finished: bool  # ended with eos (else cut off at max_new_tokens)
     # index in `ids` -> (what the constraint allowed, packed by `pack_allowed`; the log-prob under the
     # distribution renormalised over it), for the tokens chosen under a constraint that ruled tokens out
@@ -198,7 +199,7 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
         if constraint is not None and masked is not None and constraint.masked:
             rows = [i for i in constraint.masked if bool(alive[i])]
             if rows:
-                sel = masked[rows].float()
+                sel = masked[rows].float() / (1.0 if greedy else temperature)
                 m_lp = torch.log_softmax(sel, dim=-1).gather(-1, tok[rows][:, None]).squeeze(-1).tolist()
                 for i, packed, lp in zip(rows, pack_allowed(torch.isfinite(sel)), m_lp, strict=True):
                     held[i] = (interned.setdefault(packed, packed), float(lp))
@@ -258,9 +259,13 @@ def _row_cache(cache: DynamicCache, pos: int, attended: torch.Tensor) -> PrefixC
 def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator: torch.Generator | None,
             choose_from: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The next token of each row (argmax, or a sample at `temperature`, of `choose_from`: the
-    logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the
-    untempered, unmasked distribution (the constrained one is computed by the caller)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
+    logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the unmasked
+    distribution it was sampled from, softmax(logits / temperature) (untempered when greedy; the
+    constrained one is computed by the caller)."""
+    if not greedy and temperature <= 0:
+        raise ValueError(f"sampling temperature must be > 0, got {temperature}")
+    scale = 1.0 if greedy else temperature
+    logp = torch.log_softmax(logits.float() / scale, dim=-1)
     pick = logits if choose_from is None else choose_from
     if greedy:
         tok = pick.float().argmax(-1)

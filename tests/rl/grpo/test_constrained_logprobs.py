@@ -51,9 +51,9 @@ def _model(tok, seed):
     return model
 
 
-def _rollouts(model, tok, n=4, seed=5):
+def _rollouts(model, tok, n=4, seed=5, temperature=1.0):
     """`n` three-turn conversations sampled under the grammar and the shown-references mask."""
-    policy = LocalPolicy(model, tok, max_new_tokens=60, seed=seed, view=VIEW)
+    policy = LocalPolicy(model, tok, max_new_tokens=60, seed=seed, view=VIEW, temperature=temperature)
 
     async def one(k):
         msgs = [{"role": "system", "content": "agent"},
@@ -93,19 +93,24 @@ def test_rollouts_record_what_the_constraint_allowed(tok):
     assert all(t.constrained[p][1] == 0.0 for t in traces for p in _forced(t))
 
 
-def test_behaviour_logprobs_equal_the_trainers_at_step_zero(tok, tmp_path):
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_behaviour_logprobs_equal_the_trainers_at_step_zero(tok, tmp_path, temperature):
     model = _model(tok, 1)
-    traces = _rollouts(model, tok)
-    trainer = GRPOTrainer(model, tok, ["g"], lambda *a: [], GRPOConfig(), tmp_path)
+    traces = _rollouts(model, tok, temperature=temperature)
+    trainer = GRPOTrainer(model, tok, ["g"], lambda *a: [], GRPOConfig(temperature=temperature), tmp_path)
     model.eval()
     for held in (True, False):
         for mb in micro_batches(traces, 100_000, tok.pad_token_id, constrained=True):
             with torch.no_grad():
-                lp, _ = token_logprobs(model, mb, constrained=held)
-                ref, _ = token_logprobs(trainer.ref, mb, constrained=held)
+                lp, _ = token_logprobs(model, mb, constrained=held, temperature=temperature)
+                ref, _ = token_logprobs(trainer.ref, mb, constrained=held, temperature=temperature)
+                untempered, _ = token_logprobs(model, mb, constrained=held)
             old = mb.old_held if held else mb.old_logp
             on = mb.loss_mask.bool()
             assert torch.allclose(lp[on], old[on], atol=1e-5), (held, (lp[on] - old[on]).abs().max())
+            free = on & (lp != 0)  # forced tokens are 0 at any temperature
+            # the sampler's log-probs are those of the tempered distribution, not the model's own
+            assert torch.allclose(untempered[free], old[free], atol=1e-5) == (temperature == 1.0)
             assert torch.equal(lp, ref)
             if held:  # under the constraint a forced token's log-prob is exactly 0, unmasked it is not
                 forced = torch.zeros_like(on)
