@@ -1,0 +1,106 @@
+"""Two GRPO recipes side by side: paper-table folders that share one cold start and one evaluation set
+(a dev-set decision: the same command with one `--set` changed, the cold start copied or rebuilt
+bit for bit), compared on the greedy episodes of their MUA-RL models.
+
+For each evaluation customer: each folder's cold start and mean-over-seeds MUA-RL pass^1 with its
+gain, and the candidate minus the baseline, as a paired bootstrap over tasks of each task's
+mean-over-seeds success (the seeds held fixed, as the paper table's mean gain). Per kind, the
+successes of each side. A recipe choice made with it should say its rule before the runs.
+
+Usage: .venv/bin/python bench/compare_runs.py --baseline DIR --candidate DIR [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+
+def _by_task(folder: Path, model: str, customer: str) -> dict[str, int | None]:
+    from rl.experiment.plan import customer_folder
+
+    path = folder / "eval" / model / customer_folder(customer) / "result.json"
+    return json.loads(path.read_text())["by_task"]
+
+
+def _mua_models(folder: Path) -> list[str]:
+    return sorted(p.name for p in (folder / "eval").iterdir() if p.name.startswith("mua_rl_s"))
+
+
+def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
+    from rl.eval.metrics import paired_difference
+    from rl.experiment.recipe import ExperimentRecipe
+    from rl.grpo.batches import task_kind
+    from rl.tasks.schema import load_tasks
+
+    recipe = ExperimentRecipe.model_validate_json((baseline / "recipe.json").read_text())
+    tasks = {t.id: t for t in load_tasks(baseline / "tasks" / f"{recipe.eval_set}.json")}
+    if {t.id for t in load_tasks(candidate / "tasks" / f"{recipe.eval_set}.json")} != set(tasks):
+        raise SystemExit("the two folders were evaluated on different task sets")
+    out: dict[str, Any] = {"eval_set": recipe.eval_set, "tasks": len(tasks), "customers": {}}
+    for customer in recipe.eval_customers:
+        sides = {}
+        for name, folder in (("baseline", baseline), ("candidate", candidate)):
+            cold = _by_task(folder, "cold_start", customer)
+            seeds = [_by_task(folder, m, customer) for m in _mua_models(folder)]
+            ok = [t for t in tasks if cold.get(t) is not None and all(s.get(t) is not None for s in seeds)]
+            mean = {t: sum(s[t] for s in seeds) / len(seeds) for t in ok}
+            sides[name] = {"seeds": len(seeds), "cold": {t: float(cold[t]) for t in ok}, "mua": mean,
+                           "per_seed": [sum(s[t] for t in ok) / len(ok) for s in seeds]}
+        common = sorted(set(sides["baseline"]["mua"]) & set(sides["candidate"]["mua"]))
+        row: dict[str, Any] = {"tasks": len(common)}
+        for name, side in sides.items():
+            gain, ci = paired_difference({t: side["mua"][t] for t in common}, {t: side["cold"][t] for t in common})
+            row[name] = {"seeds": side["seeds"], "cold_start": sum(side["cold"][t] for t in common) / len(common),
+                         "mua_rl": sum(side["mua"][t] for t in common) / len(common),
+                         "mua_rl_per_seed": side["per_seed"], "gain": gain, "gain_ci95": list(ci)}
+        diff, ci = paired_difference({t: sides["candidate"]["mua"][t] for t in common},
+                                     {t: sides["baseline"]["mua"][t] for t in common})
+        row["candidate_minus_baseline"] = {"diff": diff, "ci95": list(ci)}
+        kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "cold": 0.0, "baseline": 0.0,
+                                                                  "candidate": 0.0})
+        for t in common:
+            k = kinds[task_kind(tasks[t]) or "other"]
+            k["n"] += 1
+            k["cold"] += sides["baseline"]["cold"][t]
+            k["baseline"] += sides["baseline"]["mua"][t]
+            k["candidate"] += sides["candidate"]["mua"][t]
+        row["by_kind"] = dict(sorted(kinds.items()))
+        out["customers"][customer] = row
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", type=Path, required=True)
+    ap.add_argument("--candidate", type=Path, required=True)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    res = compare(a.baseline, a.candidate)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return
+    pct = 100.0
+    print(f"{res['tasks']} {res['eval_set']} tasks; greedy pass^1 in %; MUA-RL = mean over its seeds\n")
+    for customer, row in res["customers"].items():
+        print(f"## {customer} customer ({row['tasks']} tasks every model played)\n")
+        print("| recipe | seeds | cold start | MUA-RL (per seed) | gain [95% CI] |\n|---|---|---|---|---|")
+        for name in ("baseline", "candidate"):
+            s = row[name]
+            seeds = ", ".join(f"{x * pct:.1f}" for x in s["mua_rl_per_seed"])
+            print(f"| {name} | {s['seeds']} | {s['cold_start'] * pct:.1f} | {s['mua_rl'] * pct:.1f} ({seeds}) | "
+                  f"{s['gain'] * pct:+.1f} [{s['gain_ci95'][0] * pct:+.1f}, {s['gain_ci95'][1] * pct:+.1f}] |")
+        d = row["candidate_minus_baseline"]
+        lo, hi = d["ci95"]
+        print(f"\ncandidate - baseline: {d['diff'] * pct:+.1f} [{lo * pct:+.1f}, {hi * pct:+.1f}]\n")
+        print("| kind | n | cold start | baseline | candidate |\n|---|---|---|---|---|")
+        for kind, k in row["by_kind"].items():
+            print(f"| {kind} | {k['n']} | {k['cold']:.0f} | {k['baseline']:.1f} | {k['candidate']:.1f} |")
+        print()
+
+
+if __name__ == "__main__":
+    main()
