@@ -31,7 +31,7 @@ def _mua_models(folder: Path) -> list[str]:
 
 
 def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
-    from rl.eval.metrics import paired_difference
+    from rl.eval.metrics import mean_difference_over_seeds, paired_difference
     from rl.experiment.recipe import ExperimentRecipe
     from rl.grpo.batches import task_kind
     from rl.tasks.schema import load_tasks
@@ -44,30 +44,32 @@ def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
     for customer in recipe.eval_customers:
         sides = {}
         for name, folder in (("baseline", baseline), ("candidate", candidate)):
-            cold = _by_task(folder, "cold_start", customer)
-            seeds = [_by_task(folder, m, customer) for m in _mua_models(folder)]
-            ok = [t for t in tasks if cold.get(t) is not None and all(s.get(t) is not None for s in seeds)]
-            mean = {t: sum(s[t] for s in seeds) / len(seeds) for t in ok}
-            sides[name] = {"seeds": len(seeds), "cold": {t: float(cold[t]) for t in ok}, "mua": mean,
-                           "per_seed": [sum(s[t] for t in ok) / len(ok) for s in seeds]}
-        common = sorted(set(sides["baseline"]["mua"]) & set(sides["candidate"]["mua"]))
+            sides[name] = (_by_task(folder, "cold_start", customer),
+                           [_by_task(folder, m, customer) for m in _mua_models(folder)])
+        # every figure over the tasks every model of both folders played validly
+        common = sorted(t for t in tasks if all(
+            r.get(t) is not None for cold, seeds in sides.values() for r in (cold, *seeds)))
         row: dict[str, Any] = {"tasks": len(common)}
-        for name, side in sides.items():
-            gain, ci = paired_difference({t: side["mua"][t] for t in common}, {t: side["cold"][t] for t in common})
-            row[name] = {"seeds": side["seeds"], "cold_start": sum(side["cold"][t] for t in common) / len(common),
-                         "mua_rl": sum(side["mua"][t] for t in common) / len(common),
-                         "mua_rl_per_seed": side["per_seed"], "gain": gain, "gain_ci95": list(ci)}
-        diff, ci = paired_difference({t: sides["candidate"]["mua"][t] for t in common},
-                                     {t: sides["baseline"]["mua"][t] for t in common})
+        means, colds = {}, {}
+        for name, (cold_all, seeds_all) in sides.items():
+            cold = colds[name] = {t: float(cold_all[t]) for t in common}
+            seeds = [{t: float(s[t]) for t in common} for s in seeds_all]
+            means[name] = {t: sum(s[t] for s in seeds) / len(seeds) for t in common}
+            gain, ci = mean_difference_over_seeds(seeds, cold)
+            row[name] = {"seeds": len(seeds), "cold_start": sum(cold.values()) / len(common),
+                         "mua_rl": sum(means[name].values()) / len(common),
+                         "mua_rl_per_seed": [sum(s.values()) / len(common) for s in seeds],
+                         "gain": gain, "gain_ci95": list(ci)}
+        diff, ci = paired_difference(means["candidate"], means["baseline"])
         row["candidate_minus_baseline"] = {"diff": diff, "ci95": list(ci)}
         kinds: dict[str, dict[str, float]] = defaultdict(lambda: {"n": 0, "cold": 0.0, "baseline": 0.0,
                                                                   "candidate": 0.0})
         for t in common:
             k = kinds[task_kind(tasks[t]) or "other"]
             k["n"] += 1
-            k["cold"] += sides["baseline"]["cold"][t]
-            k["baseline"] += sides["baseline"]["mua"][t]
-            k["candidate"] += sides["candidate"]["mua"][t]
+            k["cold"] += colds["baseline"][t]
+            k["baseline"] += means["baseline"][t]
+            k["candidate"] += means["candidate"][t]
         row["by_kind"] = dict(sorted(kinds.items()))
         out["customers"][customer] = row
     return out

@@ -142,6 +142,9 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     n = len(prompts)
     if not n:
         return [], []
+    if not greedy and temperature <= 0:
+        raise ValueError(f"sampling temperature must be > 0, got {temperature}")
+    scale = 1.0 if greedy else temperature  # the logits' divisor of every log-prob recorded
     device = next(model.parameters()).device
     cached = []
     for p, c in zip(prompts, caches, strict=True):
@@ -193,13 +196,15 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     limit = max_new_tokens + overrun
     for step in range(limit):
         masked = constraint.mask_logits(logits) if constraint is not None else None
-        tok, tok_lp = _sample(logits, greedy=greedy, temperature=temperature, generator=generator,
+        tok, tok_lp = _sample(logits, greedy=greedy, temperature=scale, generator=generator,
                               choose_from=masked)
         held: dict[int, tuple[bytes, float]] = {}
         if constraint is not None and masked is not None and constraint.masked:
             rows = [i for i in constraint.masked if bool(alive[i])]
             if rows:
-                sel = masked[rows].float() / (1.0 if greedy else temperature)
+                sel = masked[rows].float()
+                if scale != 1.0:
+                    sel = sel / scale
                 m_lp = torch.log_softmax(sel, dim=-1).gather(-1, tok[rows][:, None]).squeeze(-1).tolist()
                 for i, packed, lp in zip(rows, pack_allowed(torch.isfinite(sel)), m_lp, strict=True):
                     held[i] = (interned.setdefault(packed, packed), float(lp))
@@ -261,11 +266,9 @@ def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator
     """The next token of each row (argmax, or a sample at `temperature`, of `choose_from`: the
     logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the unmasked
     distribution it was sampled from, softmax(logits / temperature) (untempered when greedy; the
-    constrained one is computed by the caller)."""
-    if not greedy and temperature <= 0:
-        raise ValueError(f"sampling temperature must be > 0, got {temperature}")
-    scale = 1.0 if greedy else temperature
-    logp = torch.log_softmax(logits.float() / scale, dim=-1)
+    constrained one is computed by the caller; `temperature` > 0, checked by the caller)."""
+    scaled = logits.float() if greedy or temperature == 1.0 else logits.float() / temperature
+    logp = torch.log_softmax(scaled, dim=-1)
     pick = logits if choose_from is None else choose_from
     if greedy:
         tok = pick.float().argmax(-1)
