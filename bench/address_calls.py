@@ -2,11 +2,16 @@
 tasks, read against each task's expected call.
 
 Per model and evaluation customer: episodes, passed, episodes that called
-`modify_pending_order_address` on the right order, those whose call got every field right but
-`address2`, calls that wrote an empty `address2` where the address has one, and confirmations that
-stated the new address's first line as the customer gave it (the scripted customers accept a
-proposal only when it names it). The episodes must still be in the folder (a run's own `var/run`
+`modify_pending_order_address` on the right order, those whose call got every field but `address2`
+right (whatever its `address2`), calls that wrote an empty `address2` where the address has one, and
+episodes whose agent text states the new address's first line as the customer gave it (the scripted
+customers decline a proposal that does not name it; the reward reads only the database, so an agent
+that calls anyway can still pass). The episodes must still be in the folder (a run's own `var/run`
 folder; committed results keep only summaries).
+
+With `--replay`, each call that had to write a second line is re-read: the probability of an empty
+`address2` as the episode was played, and with the agent's last confirmation before it replaced by
+the teacher's (the new address in full) and the customer's answer by a plain yes.
 
 With `--teacher-forced N`, each model is also teacher-forced on up to N cold-start conversations that
 change an address (as the recipe's view shows them) and the probability it gives the teacher's first
@@ -14,7 +19,7 @@ token of `address2` and of an empty value are read: split by whether the address
 model writes the line when the conversation before the call is right.
 
 Usage: .venv/bin/python bench/address_calls.py --out DIR [--models cold_start,mua_rl_s0]
-       [--teacher-forced 60] [--json]
+       [--replay] [--teacher-forced 60] [--json]
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ def read_episodes(out: Path, model: str, customer: str, gold: dict[str, dict[str
     from rl.experiment.plan import customer_folder
 
     path = out / "eval" / model / customer_folder(customer) / "greedy" / "episodes.jsonl"
-    row = {"episodes": 0, "passed": 0, "right_order": 0, "all_but_address2": 0, "address2_dropped": 0,
+    row = {"episodes": 0, "passed": 0, "right_order": 0, "other_fields_right": 0, "address2_dropped": 0,
            "confirmed_address1": 0}
     for line in path.read_text().splitlines():
         e = json.loads(line)
@@ -52,14 +57,14 @@ def read_episodes(out: Path, model: str, customer: str, gold: dict[str, dict[str
         row["episodes"] += 1
         row["passed"] += int((e.get("reward") or 0) >= 1.0)
         agent = " ".join(m.get("content") or "" for m in e["messages"] if m["role"] == "assistant")
-        row["confirmed_address1"] += int(want["address1"] in agent)
+        row["confirmed_address1"] += int(want["address1"].lower() in agent.lower())
         calls = [c for c in _calls(e["messages"]) if c.get("order_id") == want["order_id"]]
         if not calls:
             continue
         row["right_order"] += 1
         last = calls[-1]
         if all(str(last.get(f, "")) == str(want[f]) for f in FIELDS if f != "address2"):
-            row["all_but_address2"] += 1
+            row["other_fields_right"] += 1
         if want["address2"] and not last.get("address2"):
             row["address2_dropped"] += 1
     return row
@@ -107,6 +112,80 @@ def teacher_forced(out: Path, model_name: str, limit: int) -> dict[str, dict[str
                 "p_empty": sum(empty[k]) / len(v) if v else float("nan")} for k, v in probs.items()}
 
 
+def _p_empty_at_address2(model: Any, tok: Any, view: Any, messages: list[dict[str, Any]],
+                         tools: list[dict[str, Any]]) -> float | None:
+    """The probability `model` gives an empty `address2` in the last call of `messages` (which ends
+    with that call), or None when the call's tokens do not split at the value."""
+    import torch
+
+    from rl.grpo.trace import trace_from_messages
+
+    shown = view.record({"messages": messages, "tools": tools})
+    trace = trace_from_messages(tok, shown["messages"], shown.get("tools"))
+    close = tok.encode(' ",' if view.spaced_values else '",', add_special_tokens=False)
+    ids, text, pos = trace.input_ids, "", None
+    for i, token in enumerate(ids[:-1]):
+        text += tok.decode([token])
+        if text.endswith('"address2": "') and trace.loss_mask[i + 1]:
+            pos = i  # the last call's: the prefix ends with it
+    if pos is None or len(close) != 1:
+        return None
+    with torch.no_grad():
+        logits = model(torch.tensor([ids[: pos + 1]])).logits[0, -1]
+    return float(torch.softmax(logits.float(), -1)[close[0]])
+
+
+def replayed(out: Path, model_name: str, customer: str, gold: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """For each greedy episode whose call on the right order had to write a second address line:
+    the probability of an empty `address2` at that call as the episode was played, and with the
+    agent's last confirmation before it replaced by the teacher's (rl/policies/wording.py: the new
+    address in full) and the customer's answer by a plain yes."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from rl.coldstart.sft import read_records
+    from rl.experiment.plan import customer_folder
+    from rl.experiment.recipe import ExperimentRecipe
+    from rl.tasks.phrasing import address_text, order_ref
+
+    recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
+    records = read_records(out / "coldstart" / "filtered.jsonl")
+    view, tools = recipe.view_with_names(records), records[0].get("tools") or []
+    tok = AutoTokenizer.from_pretrained(out / "models" / model_name)
+    model = AutoModelForCausalLM.from_pretrained(out / "models" / model_name).eval()
+    path = out / "eval" / model_name / customer_folder(customer) / "greedy" / "episodes.jsonl"
+    played: list[float] = []
+    corrected: list[float] = []
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        want = gold.get(e["task_id"])
+        if want is None or not want.get("address2"):
+            continue
+        msgs = e["messages"]
+        at = next((k for k in range(len(msgs) - 1, -1, -1) if any(
+            c["function"]["name"] == TOOL and json.loads(c["function"]["arguments"]).get("order_id") == want["order_id"]
+            for c in msgs[k].get("tool_calls") or [])), None)
+        if at is None:
+            continue
+        prefix = msgs[: at + 1]
+        asked = next((k for k in range(at - 1, -1, -1) if prefix[k]["role"] == "assistant"
+                      and "confirm" in (prefix[k].get("content") or "").lower()), None)
+        p = _p_empty_at_address2(model, tok, view, prefix, tools)
+        if p is None or asked is None or asked + 1 >= at or prefix[asked + 1]["role"] != "user":
+            continue
+        fixed = [dict(m) for m in prefix]
+        ref = order_ref(want["order_id"])
+        fixed[asked]["content"] = (f"To confirm, I will change the shipping address of order {ref} to "
+                                   f"{address_text(want)}. Do you confirm (yes/no)?")
+        fixed[asked + 1]["content"] = "Yes, please go ahead."
+        q = _p_empty_at_address2(model, tok, view, fixed, tools)
+        if q is not None:
+            played.append(p)
+            corrected.append(q)
+    n = len(played)
+    return {"n": n, "p_empty_as_played": sum(played) / n if n else float("nan"),
+            "p_empty_confirmation_corrected": sum(corrected) / n if n else float("nan")}
+
+
 def main() -> None:
     from rl.experiment.recipe import ExperimentRecipe
     from rl.grpo.batches import task_kind
@@ -116,6 +195,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True, help="a paper-table folder with its episodes")
     ap.add_argument("--models", default="cold_start,mua_rl_s0,mua_rl_s1")
     ap.add_argument("--teacher-forced", type=int, default=0, metavar="N")
+    ap.add_argument("--replay", action="store_true",
+                    help="re-read each failed call's address2 as played and after a corrected confirmation")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     recipe = ExperimentRecipe.model_validate_json((a.out / "recipe.json").read_text())
@@ -129,11 +210,14 @@ def main() -> None:
     if a.teacher_forced:
         res["teacher_forced"] = {m: teacher_forced(a.out, m, a.teacher_forced) for m in models
                                  if (a.out / "models" / m).is_dir()}
+    if a.replay:
+        res["replay"] = {c: {m: replayed(a.out, m, c, gold) for m in models if (a.out / "models" / m).is_dir()}
+                         for c in recipe.eval_customers}
     if a.json:
         print(json.dumps(res, indent=1))
         return
     print(f"{len(gold)} modify_address tasks of the {recipe.eval_set} set, greedy episodes\n")
-    cols = ("episodes", "passed", "right_order", "all_but_address2", "address2_dropped", "confirmed_address1")
+    cols = ("episodes", "passed", "right_order", "other_fields_right", "address2_dropped", "confirmed_address1")
     for customer in recipe.eval_customers:
         rows = res[customer]
         print(f"## {customer} customer\n\n| model | {' | '.join(cols)} |\n|---|{'---|' * len(cols)}")
@@ -144,6 +228,11 @@ def main() -> None:
         cells = ", ".join(f"{k} (n={v['n']}): teacher's token {v['p_teacher_token']:.3f}, empty value "
                           f"{v['p_empty']:.3f}" for k, v in split.items())
         print(f"teacher-forced {m}, address2's first token: {cells}")
+    for c, per_model in res.get("replay", {}).items():
+        for m, r in per_model.items():
+            print(f"replayed {m} with the {c} customer, calls that needed a second line (n={r['n']}): empty value "
+                  f"{r['p_empty_as_played']:.3f} as played, {r['p_empty_confirmation_corrected']:.3f} with the "
+                  "confirmation corrected")
 
 
 if __name__ == "__main__":

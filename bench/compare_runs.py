@@ -37,6 +37,10 @@ def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
     from rl.tasks.schema import load_tasks
 
     recipe = ExperimentRecipe.model_validate_json((baseline / "recipe.json").read_text())
+    other = ExperimentRecipe.model_validate_json((candidate / "recipe.json").read_text())
+    if (other.eval_set, other.eval_customers) != (recipe.eval_set, recipe.eval_customers):
+        raise SystemExit(f"the folders were evaluated differently: {recipe.eval_set} with {recipe.eval_customers} "
+                         f"against {other.eval_set} with {other.eval_customers}")
     # a committed results folder keeps its evaluations but not its tasks: the kinds come from whichever
     # folder still has them, and the two task sets are compared by the ids their evaluations played
     task_files = [f / "tasks" / f"{recipe.eval_set}.json" for f in (baseline, candidate)]
@@ -56,7 +60,8 @@ def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
         # every figure over the tasks every model of both folders played validly
         common = sorted(t for t in tasks if all(
             r.get(t) is not None for cold, seeds in sides.values() for r in (cold, *seeds)))
-        # one cold start shared (copied, or rebuilt by the deterministic SFT): its two evaluations agree
+        # one cold start shared (copied, or rebuilt by the deterministic SFT): its two evaluations
+        # pass and fail the same tasks
         agree = sum(sides["baseline"][0][t] == sides["candidate"][0][t] for t in common)
         row: dict[str, Any] = {"tasks": len(common), "cold_starts_agree": agree}
         means, colds = {}, {}
@@ -98,7 +103,8 @@ def main() -> None:
     print(f"{res['tasks']} {res['eval_set']} tasks; greedy pass^1 in %; MUA-RL = mean over its seeds\n")
     for customer, row in res["customers"].items():
         print(f"## {customer} customer ({row['tasks']} tasks every model played)\n")
-        print(f"The two cold starts' greedy episodes agree on {row['cold_starts_agree']} of {row['tasks']} tasks.\n")
+        print(f"The two cold starts' greedy results (pass or fail) are the same on {row['cold_starts_agree']} of "
+              f"{row['tasks']} tasks.\n")
         print("| recipe | seeds | cold start | MUA-RL (per seed) | gain [95% CI] |\n|---|---|---|---|---|")
         for name in ("baseline", "candidate"):
             s = row[name]
