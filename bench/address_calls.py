@@ -70,89 +70,70 @@ def read_episodes(out: Path, model: str, customer: str, gold: dict[str, dict[str
     return row
 
 
-def teacher_forced(out: Path, model_name: str, limit: int) -> dict[str, dict[str, float]]:
-    """Mean probability of the teacher's first `address2` token, by whether the address has one."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+class _Model:
+    """One model of a paper-table folder with the recipe's view, read at a call's `address2`."""
 
-    from rl.coldstart.sft import read_records
-    from rl.experiment.recipe import ExperimentRecipe
-    from rl.grpo.trace import trace_from_messages
+    def __init__(self, out: Path, name: str) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
-    records = read_records(out / "coldstart" / "filtered.jsonl")
-    view = recipe.view_with_names(records)
-    tok = AutoTokenizer.from_pretrained(out / "models" / model_name)
-    model = AutoModelForCausalLM.from_pretrained(out / "models" / model_name).eval()
-    probs: dict[str, list[float]] = {"with a second line": [], "without": []}
-    empty: dict[str, list[float]] = {"with a second line": [], "without": []}
-    # an empty value closes at once: with spaced values the space and the closing quote (one token)
-    close = tok.encode(' ",' if view.spaced_values else '",', add_special_tokens=False)
-    for r in records:
-        calls = _calls(r["messages"])
-        if not calls:
-            continue
-        shown = view.record(r)
-        trace = trace_from_messages(tok, shown["messages"], shown.get("tools"))
-        ids, text = trace.input_ids, ""
+        from rl.coldstart.sft import read_records
+        from rl.experiment.recipe import ExperimentRecipe
+
+        recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
+        self.records = read_records(out / "coldstart" / "filtered.jsonl")
+        self.view = recipe.view_with_names(self.records)
+        self.tools = self.records[0].get("tools") or []
+        self.tok = AutoTokenizer.from_pretrained(out / "models" / name)
+        self.model = AutoModelForCausalLM.from_pretrained(out / "models" / name).eval()
+        # an empty value closes at once: with spaced values the space and the closing quote (one token)
+        close = self.tok.encode(' ",' if self.view.spaced_values else '",', add_special_tokens=False)
+        self.close = close[0] if len(close) == 1 else None
+
+    def at_address2(self, messages: list[dict[str, Any]]) -> tuple[float, float] | None:
+        """At the last `address2` value the agent writes in `messages`: the probability of the token
+        written there and of an empty value; None when the tokens do not split at the value."""
+        import torch
+
+        from rl.grpo.trace import trace_from_messages
+
+        shown = self.view.record({"messages": messages, "tools": self.tools})
+        trace = trace_from_messages(self.tok, shown["messages"], shown.get("tools"))
+        ids, text, pos = trace.input_ids, "", None
         for i, token in enumerate(ids[:-1]):
-            text += tok.decode([token])
-            # the call's own `address2` (generated), not the tool list's description of it
+            text += self.tok.decode([token])
+            # the agent's own value (generated), not the tool list's description of it
             if text.endswith('"address2": "') and trace.loss_mask[i + 1]:
-                with torch.no_grad():
-                    logits = model(torch.tensor([ids[: i + 1]])).logits[0, -1]
-                dist = torch.softmax(logits.float(), -1)
-                split = "with a second line" if calls[0].get("address2") else "without"
-                probs[split].append(float(dist[ids[i + 1]]))
-                empty[split].append(float(dist[close[0]]) if len(close) == 1 else float("nan"))
-                break
-        if sum(len(v) for v in probs.values()) >= limit:
+                pos = i
+        if pos is None or self.close is None:
+            return None
+        with torch.no_grad():
+            dist = torch.softmax(self.model(torch.tensor([ids[: pos + 1]])).logits[0, -1].float(), -1)
+        return float(dist[ids[pos + 1]]), float(dist[self.close])
+
+
+def teacher_forced(m: _Model, limit: int) -> dict[str, dict[str, float]]:
+    """Mean probability of the teacher's first `address2` token and of an empty value on up to
+    `limit` cold-start conversations, by whether the address has a second line."""
+    read: dict[str, list[tuple[float, float]]] = {"with a second line": [], "without": []}
+    for r in m.records:
+        calls = _calls(r["messages"])
+        got = m.at_address2(r["messages"]) if calls else None
+        if got is not None:
+            read["with a second line" if calls[-1].get("address2") else "without"].append(got)
+        if sum(len(v) for v in read.values()) >= limit:
             break
-    return {k: {"n": len(v), "p_teacher_token": sum(v) / len(v) if v else float("nan"),
-                "p_empty": sum(empty[k]) / len(v) if v else float("nan")} for k, v in probs.items()}
+    nan = float("nan")
+    return {k: {"n": len(v), "p_teacher_token": sum(p for p, _ in v) / len(v) if v else nan,
+                "p_empty": sum(e for _, e in v) / len(v) if v else nan} for k, v in read.items()}
 
 
-def _p_empty_at_address2(model: Any, tok: Any, view: Any, messages: list[dict[str, Any]],
-                         tools: list[dict[str, Any]]) -> float | None:
-    """The probability `model` gives an empty `address2` in the last call of `messages` (which ends
-    with that call), or None when the call's tokens do not split at the value."""
-    import torch
-
-    from rl.grpo.trace import trace_from_messages
-
-    shown = view.record({"messages": messages, "tools": tools})
-    trace = trace_from_messages(tok, shown["messages"], shown.get("tools"))
-    close = tok.encode(' ",' if view.spaced_values else '",', add_special_tokens=False)
-    ids, text, pos = trace.input_ids, "", None
-    for i, token in enumerate(ids[:-1]):
-        text += tok.decode([token])
-        if text.endswith('"address2": "') and trace.loss_mask[i + 1]:
-            pos = i  # the last call's: the prefix ends with it
-    if pos is None or len(close) != 1:
-        return None
-    with torch.no_grad():
-        logits = model(torch.tensor([ids[: pos + 1]])).logits[0, -1]
-    return float(torch.softmax(logits.float(), -1)[close[0]])
-
-
-def replayed(out: Path, model_name: str, customer: str, gold: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """For each greedy episode whose call on the right order had to write a second address line:
-    the probability of an empty `address2` at that call as the episode was played, and with the
+def replayed(m: _Model, path: Path, gold: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """For each greedy episode of `path` whose call on the right order had to write a second address
+    line: the probability of an empty `address2` at that call as the episode was played, and with the
     agent's last confirmation before it replaced by the teacher's (rl/policies/wording.py: the new
     address in full) and the customer's answer by a plain yes."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from rl.coldstart.sft import read_records
-    from rl.experiment.plan import customer_folder
-    from rl.experiment.recipe import ExperimentRecipe
     from rl.tasks.phrasing import address_text, order_ref
 
-    recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
-    records = read_records(out / "coldstart" / "filtered.jsonl")
-    view, tools = recipe.view_with_names(records), records[0].get("tools") or []
-    tok = AutoTokenizer.from_pretrained(out / "models" / model_name)
-    model = AutoModelForCausalLM.from_pretrained(out / "models" / model_name).eval()
-    path = out / "eval" / model_name / customer_folder(customer) / "greedy" / "episodes.jsonl"
     played: list[float] = []
     corrected: list[float] = []
     for line in path.read_text().splitlines():
@@ -161,26 +142,23 @@ def replayed(out: Path, model_name: str, customer: str, gold: dict[str, dict[str
         if want is None or not want.get("address2"):
             continue
         msgs = e["messages"]
-        at = next((k for k in range(len(msgs) - 1, -1, -1) if any(
-            c["function"]["name"] == TOOL and json.loads(c["function"]["arguments"]).get("order_id") == want["order_id"]
-            for c in msgs[k].get("tool_calls") or [])), None)
+        at = next((k for k in range(len(msgs) - 1, -1, -1)
+                   if any(c.get("order_id") == want["order_id"] for c in _calls([msgs[k]]))), None)
         if at is None:
             continue
         prefix = msgs[: at + 1]
         asked = next((k for k in range(at - 1, -1, -1) if prefix[k]["role"] == "assistant"
                       and "confirm" in (prefix[k].get("content") or "").lower()), None)
-        p = _p_empty_at_address2(model, tok, view, prefix, tools)
-        if p is None or asked is None or asked + 1 >= at or prefix[asked + 1]["role"] != "user":
+        if asked is None or asked + 1 >= at or prefix[asked + 1]["role"] != "user":
             continue
-        fixed = [dict(m) for m in prefix]
-        ref = order_ref(want["order_id"])
-        fixed[asked]["content"] = (f"To confirm, I will change the shipping address of order {ref} to "
-                                   f"{address_text(want)}. Do you confirm (yes/no)?")
+        fixed = [dict(x) for x in prefix]
+        fixed[asked]["content"] = (f"To confirm, I will change the shipping address of order "
+                                   f"{order_ref(want['order_id'])} to {address_text(want)}. Do you confirm (yes/no)?")
         fixed[asked + 1]["content"] = "Yes, please go ahead."
-        q = _p_empty_at_address2(model, tok, view, fixed, tools)
-        if q is not None:
-            played.append(p)
-            corrected.append(q)
+        p, q = m.at_address2(prefix), m.at_address2(fixed)
+        if p is not None and q is not None:
+            played.append(p[1])
+            corrected.append(q[1])
     n = len(played)
     return {"n": n, "p_empty_as_played": sum(played) / n if n else float("nan"),
             "p_empty_confirmation_corrected": sum(corrected) / n if n else float("nan")}
@@ -207,12 +185,15 @@ def main() -> None:
             gold[t.id] = goals[0].action.arguments
     models = [m for m in a.models.split(",") if (a.out / "eval" / m).is_dir()]
     res: dict[str, Any] = {c: {m: read_episodes(a.out, m, c, gold) for m in models} for c in recipe.eval_customers}
-    if a.teacher_forced:
-        res["teacher_forced"] = {m: teacher_forced(a.out, m, a.teacher_forced) for m in models
-                                 if (a.out / "models" / m).is_dir()}
-    if a.replay:
-        res["replay"] = {c: {m: replayed(a.out, m, c, gold) for m in models if (a.out / "models" / m).is_dir()}
-                         for c in recipe.eval_customers}
+    if a.teacher_forced or a.replay:
+        from rl.experiment.plan import customer_folder
+
+        loaded = {m: _Model(a.out, m) for m in models if (a.out / "models" / m).is_dir()}  # each read once
+        if a.teacher_forced:
+            res["teacher_forced"] = {m: teacher_forced(x, a.teacher_forced) for m, x in loaded.items()}
+        if a.replay:
+            res["replay"] = {c: {m: replayed(x, a.out / "eval" / m / customer_folder(c) / "greedy" / "episodes.jsonl",
+                                             gold) for m, x in loaded.items()} for c in recipe.eval_customers}
     if a.json:
         print(json.dumps(res, indent=1))
         return
