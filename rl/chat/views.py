@@ -9,13 +9,17 @@ ids, zip codes, other words of four or more digits) and known person names are s
 reference tokens numbered per kind in order of appearance (`<order_2>`), expanded back before
 anything else sees what the model wrote (a `RefTable` per conversation): a tiny model can learn to
 name a token, not to copy a 10-digit id digit by digit (the entity anonymisation of
-reading-comprehension models; tools and customers still see real ids). With `spaced_values`,
+reading-comprehension models; tools and customers still see real ids). With `places`, known street
+and city names ("Hillcrest Road", "Salt Lake City") are references too, so a confirmation that names
+a new address copies the street the customer gave instead of spelling one from its prior (free text
+is held to shown references). With `spaced_values`,
 free-text call arguments are shown with one leading space, so a byte-level BPE gives the customer's
 words and the agent's argument the same tokens and writing a reason is a copy, not a translation.
 How each choice was measured is in bench/results/README.md."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -28,8 +32,12 @@ from rl.chat.format import compact_tools
 
 # Reference kinds, in the order they are tried on a word, with how many references of each kind a
 # conversation can hold (a value beyond that is shown as it is).
-REF_KINDS: dict[str, int] = {"email": 4, "order": 24, "payment": 8, "user": 4, "zip": 8, "num": 48, "name": 8}
-REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() for i in range(1, n + 1))
+REF_KINDS: dict[str, int] = {"email": 4, "order": 24, "payment": 8, "user": 4, "zip": 8, "num": 48, "name": 8,
+                             "place": 8}
+# The tokens of every kind but places (a view shows places only with a place list, and a tokenizer
+# holds their tokens only then: a view without places keeps the vocabulary it had before they existed).
+REF_TOKENS = tuple(f"<{kind}_{i}>" for kind, n in REF_KINDS.items() if kind != "place" for i in range(1, n + 1))
+PLACE_TOKENS = tuple(f"<place_{i}>" for i in range(1, REF_KINDS["place"] + 1))
 # Tool parameters whose values are always identifiers of one reference kind (constrained decoding
 # holds them to a reference of that kind: rl/chat/call_grammar.py). Names are left out: a name the
 # view does not know is shown as it is.
@@ -51,6 +59,16 @@ _WORD = re.compile(
     r"|(?P<name>\b[A-Z][a-z]+\b)")
 
 
+@functools.lru_cache(maxsize=8)
+def _words(places: frozenset[str]) -> re.Pattern[str]:
+    """The word pattern of a view with these known places: a place is tried before anything else,
+    longest first ("Salt Lake City" before "Salt Lake")."""
+    if not places:
+        return _WORD
+    alternatives = "|".join(re.escape(p) for p in sorted(places, key=lambda p: (-len(p), p)))
+    return re.compile(r"(?P<place>\b(?:" + alternatives + r")\b)|" + _WORD.pattern)
+
+
 class RefTable:
     """One conversation's identifiers and the reference tokens that stand for them, typed
     (`<email_1>`, `<order_2>`, `<name_1>`, ...). Numbered per kind in order of first appearance by
@@ -59,8 +77,10 @@ class RefTable:
     ("the customer's order is `<order_1>`") and the model must copy the one in the conversation,
     as reading-comprehension models trained on anonymised entities permute the markers per example."""
 
-    def __init__(self, names: frozenset[str], seed: str | None = None) -> None:
+    def __init__(self, names: frozenset[str], seed: str | None = None,
+                 places: frozenset[str] = frozenset()) -> None:
         self.names = names
+        self.words = _words(places)
         self.values: dict[str, dict[int, str]] = {k: {} for k in REF_KINDS}
         self.index: dict[str, str] = {}
         self.rng = random.Random(seed) if seed is not None else None
@@ -87,7 +107,7 @@ class RefTable:
                 return word
             return self._ref(kind, word)
 
-        return _WORD.sub(ref, text)
+        return self.words.sub(ref, text)
 
     def shown(self) -> frozenset[str]:
         """The reference tokens this conversation has shown so far."""
@@ -108,6 +128,7 @@ class ChatView:
     compact_results: bool = False
     refs: bool = False  # identifiers and known names shown as reference tokens
     names: frozenset[str] = field(default_factory=frozenset)  # person names shown as references
+    places: frozenset[str] = field(default_factory=frozenset)  # street and city names shown as references
     shuffle_refs: bool = False  # references numbered at random per conversation (RefTable's seed)
     constrain_calls: bool = False  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     spaced_values: bool = False  # free-text string arguments shown with a leading space
@@ -140,7 +161,7 @@ class ChatView:
         conversation and seeds shuffled reference numbers."""
         if not self.refs:
             return None
-        return RefTable(self.names, seed=key if self.shuffle_refs else None)
+        return RefTable(self.names, seed=key if self.shuffle_refs else None, places=self.places)
 
     @property
     def ref_params(self) -> dict[str, str]:
@@ -177,7 +198,9 @@ class ChatView:
     @property
     def extra_tokens(self) -> tuple[str, ...]:
         """Tokens a tokenizer for this view must hold whole."""
-        return REF_TOKENS if self.refs else ()
+        if not self.refs:
+            return ()
+        return REF_TOKENS + PLACE_TOKENS if self.places else REF_TOKENS
 
     def messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A recorded conversation as this view shows it (tool results shortened, references)."""
@@ -204,7 +227,8 @@ class ChatView:
     def describe(self) -> dict[str, Any]:
         """The view as a model folder's manifest records it (`from_manifest` reads it back)."""
         return {"tools": list(self.tools) if self.tools is not None else None, "compact": self.compact_results,
-                "refs": self.refs, "names": sorted(self.names), "shuffle_refs": self.shuffle_refs,
+                "refs": self.refs, "names": sorted(self.names), "places": sorted(self.places),
+                "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
                 "identified_calls": self.identified_calls, "system_prompt": self.system_prompt}
@@ -217,7 +241,8 @@ class ChatView:
         tools = view.get("tools")
         return cls(tools=tuple(tools) if tools else None, compact_schemas=bool(view.get("compact")),
                    compact_results=bool(view.get("compact")), refs=bool(view.get("refs")),
-                   names=frozenset(view.get("names") or ()), shuffle_refs=bool(view.get("shuffle_refs")),
+                   names=frozenset(view.get("names") or ()), places=frozenset(view.get("places") or ()),
+                   shuffle_refs=bool(view.get("shuffle_refs")),
                    constrain_calls=bool(view.get("constrain_calls")),
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),

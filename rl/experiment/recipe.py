@@ -82,6 +82,9 @@ class ExperimentRecipe(BaseModel):
     compact: bool = True
     refs: bool = True  # identifiers and customer names shown as reference tokens (rl/chat/views.py)
     shuffle_refs: bool = False  # random reference numbers per conversation (the tiny model stops copying)
+    # street and city names shown as references too (rl/chat/views.py `places`): a confirmation of a
+    # new address copies the customer's street instead of spelling one; only with refs
+    place_refs: bool = False
     constrain_calls: bool = True  # tool calls decoded under their grammar (rl/chat/call_grammar.py)
     spaced_values: bool = True  # free-text call arguments shown with a leading space (rl/chat/views.py)
     # a new address's lines, city, state and country, and a customer's names, decoded as spans of
@@ -159,16 +162,21 @@ class ExperimentRecipe(BaseModel):
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first
-        and last names and those of the customers in `records` (the cold-start conversations)."""
+        and last names and those of the customers in `records` (the cold-start conversations); with
+        `place_refs`, also the street and city names the seed catalog and the task builders use."""
         if not self.refs:
             return self.view
-        from backend.store.seed_catalog import FIRST_NAMES, LAST_NAMES
+        from backend.store.seed_catalog import CITIES, FIRST_NAMES, LAST_NAMES, STREET_NAMES
         from rl.coldstart.augment import customer_names
+        from rl.tasks import goals
 
         names = set(FIRST_NAMES) | set(LAST_NAMES)
         for r in records:
             names.update(customer_names(r) or ())
-        return dataclasses.replace(self.view, names=frozenset(names))
+        places: set[str] = set()
+        if self.place_refs:
+            places = {*STREET_NAMES, *goals.STREETS, *(c for c, _, _ in CITIES), *(c for c, _, _ in goals.CITIES)}
+        return dataclasses.replace(self.view, names=frozenset(names - places), places=frozenset(places))
 
 
 RECIPES: dict[str, ExperimentRecipe] = {

@@ -166,3 +166,20 @@ def test_a_view_shows_its_model_its_own_system_message():
     assert view.messages(msgs) == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
     assert FULL_VIEW.messages(msgs) == msgs and FULL_VIEW.system("the store policy") == "the store policy"
     assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
+
+
+def test_known_places_are_references_longest_first_and_only_with_a_place_list():
+    places = frozenset({"Salt Lake City", "Hillcrest Road", "Austin"})
+    view = ChatView(refs=True, names=frozenset({"James"}), places=places)
+    refs = view.conversation()
+    said = "James here: ship it to 4107 Hillcrest Road, Suite 551, Salt Lake City, UT 84101. Not Austin Lane? Hillcrest"
+    shown = refs.show(said)
+    assert shown == ("<name_1> here: ship it to <num_1> <place_1>, Suite 551, <place_2>, UT <zip_1>. "
+                     "Not <place_3> Lane? Hillcrest")  # only a whole known place is one
+    assert refs.expand(shown) == said
+    assert refs.expand("<num_1> <place_2>") == "4107 Salt Lake City"
+    assert set(view.extra_tokens) - set(ChatView(refs=True).extra_tokens) == {f"<place_{i}>" for i in range(1, 9)}
+    assert "Hillcrest Road" in ChatView(refs=True).conversation().show("Hillcrest Road")  # no list: as it is
+    assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
+    old = {k: v for k, v in view.describe().items() if k != "places"}  # a manifest from before places
+    assert ChatView.from_manifest(old) == dataclasses.replace(view, places=frozenset())

@@ -37,6 +37,18 @@ def test_validation_is_off_in_cpu_tiny_and_then_any_interval_goes():
     assert get_recipe("smoke").n_val_tasks > 0  # the test suite runs the selection end to end
 
 
+def test_place_refs_show_every_street_and_city_the_store_and_the_tasks_use():
+    from backend.store.seed_catalog import CITIES, STREET_NAMES
+    from rl.tasks import goals
+
+    plain = get_recipe("cpu-tiny").view_with_names([])
+    assert not plain.places and "<place_1>" not in plain.extra_tokens  # off: the committed vocabulary
+    view = with_overrides(get_recipe("cpu-tiny"), ["place_refs=true"]).view_with_names([])
+    assert set(STREET_NAMES) | set(goals.STREETS) | {c for c, _, _ in CITIES + tuple(goals.CITIES)} == view.places
+    assert not view.places & view.names and "<place_8>" in view.extra_tokens
+    assert view.conversation().show("12 Oak Street, Salt Lake City") == "12 <place_1>, <place_2>"
+
+
 def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_path):
     import typer
     from typer.testing import CliRunner
