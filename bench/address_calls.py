@@ -18,8 +18,16 @@ change an address (as the recipe's view shows them) and the probability it gives
 token of `address2` and of an empty value are read: split by whether the address has a second line, it says whether the
 model writes the line when the conversation before the call is right.
 
+With `--routing`, each model is read where a conversation decides what it is about: at the agent's
+first text after the first order lookup, the probability it gives the first token of the teacher's
+question for a new address and of its question for a cancellation reason, on the cold-start
+conversations that ask for a new address (teacher-forced) and on its own greedy episodes of the
+`modify_address` tasks; beside it, the share of address conversations among those that ask either
+question in the records SFT trains on (reason counterfactuals included), the prior a model that
+does not read the customer's request would follow.
+
 Usage: .venv/bin/python bench/address_calls.py --out DIR [--models cold_start,mua_rl_s0]
-       [--replay] [--teacher-forced 60] [--json]
+       [--replay] [--teacher-forced 60] [--routing] [--json]
 """
 
 from __future__ import annotations
@@ -79,7 +87,7 @@ class _Model:
         from rl.coldstart.sft import read_records
         from rl.experiment.recipe import ExperimentRecipe
 
-        recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
+        recipe = self.recipe = ExperimentRecipe.model_validate_json((out / "recipe.json").read_text())
         self.records = read_records(out / "coldstart" / "filtered.jsonl")
         self.view = recipe.view_with_names(self.records)
         self.tools = self.records[0].get("tools") or []
@@ -125,6 +133,64 @@ def teacher_forced(m: _Model, limit: int) -> dict[str, dict[str, float]]:
     nan = float("nan")
     return {k: {"n": len(v), "p_teacher_token": sum(p for p, _ in v) / len(v) if v else nan,
                 "p_empty": sum(e for _, e in v) / len(v) if v else nan} for k, v in read.items()}
+
+
+def _routing_prefix(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """`messages` up to the result of the first order lookup (None if there is none)."""
+    for k, x in enumerate(messages):
+        if x.get("role") == "tool" and k and any(c["function"]["name"] == "get_order_details"
+                                                 for c in messages[k - 1].get("tool_calls") or []):
+            return messages[: k + 1]
+    return None
+
+
+def routing(m: _Model, episodes: dict[str, Path], gold: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """At the agent's first text after the first order lookup: mean probability of the first token
+    of the teacher's address question and of its reason question, on the cold-start conversations
+    that ask for a new address and on the greedy `modify_address` episodes of each customer."""
+    import torch
+
+    from rl.coldstart.augment import sft_training_records
+    from rl.coldstart.teacher import QUESTIONS
+    from rl.grpo.trace import trace_from_messages
+
+    address_q, reason_q = QUESTIONS["address"], QUESTIONS["reason"]
+    first = [m.tok.encode(q, add_special_tokens=False)[0] for q in (address_q, reason_q)]
+
+    def read(prefix: list[dict[str, Any]]) -> tuple[float, float]:
+        shown = m.view.record({"messages": [*prefix, {"role": "assistant", "content": address_q}], "tools": m.tools})
+        trace = trace_from_messages(m.tok, shown["messages"], shown.get("tools"))
+        at = max(i for i in range(1, len(trace.input_ids)) if trace.loss_mask[i] and not trace.loss_mask[i - 1])
+        with torch.no_grad():
+            dist = torch.softmax(m.model(torch.tensor([trace.input_ids[:at]])).logits[0, -1].float(), -1)
+        return float(dist[first[0]]), float(dist[first[1]])
+
+    def mean(read_: list[tuple[float, float]]) -> dict[str, float]:
+        n = len(read_)
+        return {"n": n, "p_address_question": sum(a for a, _ in read_) / n if n else float("nan"),
+                "p_reason_question": sum(b for _, b in read_) / n if n else float("nan")}
+
+    def asks(r: dict[str, Any], q: str) -> bool:
+        return any((x.get("content") or "") == q for x in r["messages"] if x.get("role") == "assistant")
+
+    trained = sft_training_records(m.records, counterfactuals=m.recipe.sft_reason_counterfactuals)
+    n_address = sum(asks(r, address_q) for r in trained)
+    n_reason = sum(asks(r, reason_q) for r in trained)
+    out: dict[str, Any] = {"sft_address_share": n_address / max(1, n_address + n_reason)}
+    training = []
+    for r in m.records:
+        if asks(r, address_q):
+            k = next(i for i, x in enumerate(r["messages"]) if (x.get("content") or "") == address_q)
+            training.append(read(r["messages"][:k]))
+    out["training"] = mean(training)
+    for customer, path in episodes.items():
+        got = []
+        for line in path.read_text().splitlines():
+            e = json.loads(line)
+            if e["task_id"] in gold and (prefix := _routing_prefix(e["messages"])) is not None:
+                got.append(read(prefix))
+        out[customer] = mean(got)
+    return out
 
 
 def replayed(m: _Model, path: Path, gold: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -175,6 +241,8 @@ def main() -> None:
     ap.add_argument("--teacher-forced", type=int, default=0, metavar="N")
     ap.add_argument("--replay", action="store_true",
                     help="re-read each failed call's address2 as played and after a corrected confirmation")
+    ap.add_argument("--routing", action="store_true",
+                    help="read where each model decides between asking for an address and for a reason")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     recipe = ExperimentRecipe.model_validate_json((a.out / "recipe.json").read_text())
@@ -185,7 +253,7 @@ def main() -> None:
             gold[t.id] = goals[0].action.arguments
     models = [m for m in a.models.split(",") if (a.out / "eval" / m).is_dir()]
     res: dict[str, Any] = {c: {m: read_episodes(a.out, m, c, gold) for m in models} for c in recipe.eval_customers}
-    if a.teacher_forced or a.replay:
+    if a.teacher_forced or a.replay or a.routing:
         from rl.experiment.plan import customer_folder
 
         loaded = {m: _Model(a.out, m) for m in models if (a.out / "models" / m).is_dir()}  # each read once
@@ -194,6 +262,11 @@ def main() -> None:
         if a.replay:
             res["replay"] = {c: {m: replayed(x, a.out / "eval" / m / customer_folder(c) / "greedy" / "episodes.jsonl",
                                              gold) for m, x in loaded.items()} for c in recipe.eval_customers}
+        if a.routing:
+            paths = {m: {c: a.out / "eval" / m / customer_folder(c) / "greedy" / "episodes.jsonl"
+                         for c in recipe.eval_customers} for m in loaded}
+            res["routing"] = {m: routing(x, {c: p for c, p in paths[m].items() if p.exists()}, gold)
+                              for m, x in loaded.items()}
     if a.json:
         print(json.dumps(res, indent=1))
         return
@@ -209,6 +282,10 @@ def main() -> None:
         cells = ", ".join(f"{k} (n={v['n']}): teacher's token {v['p_teacher_token']:.3f}, empty value "
                           f"{v['p_empty']:.3f}" for k, v in split.items())
         print(f"teacher-forced {m}, address2's first token: {cells}")
+    for m, r in res.get("routing", {}).items():
+        cells = "; ".join(f"{k} (n={v['n']}): address question {v['p_address_question']:.3f}, reason question "
+                          f"{v['p_reason_question']:.3f}" for k, v in r.items() if isinstance(v, dict))
+        print(f"routing {m} (address share of SFT's records {r['sft_address_share']:.3f}): {cells}")
     for c, per_model in res.get("replay", {}).items():
         for m, r in per_model.items():
             print(f"replayed {m} with the {c} customer, calls that needed a second line (n={r['n']}): empty value "
