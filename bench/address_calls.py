@@ -51,10 +51,15 @@ def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def read_episodes(out: Path, model: str, customer: str, gold: dict[str, dict[str, Any]]) -> dict[str, int]:
+def episodes_path(out: Path, model: str, customer: str) -> Path:
+    """Where a paper-table run keeps a model's greedy episodes with one customer."""
     from rl.experiment.plan import customer_folder
 
-    path = out / "eval" / model / customer_folder(customer) / "greedy" / "episodes.jsonl"
+    return out / "eval" / model / customer_folder(customer) / "greedy" / "episodes.jsonl"
+
+
+def read_episodes(out: Path, model: str, customer: str, gold: dict[str, dict[str, Any]]) -> dict[str, int]:
+    path = episodes_path(out, model, customer)
     row = {"episodes": 0, "passed": 0, "right_order": 0, "other_fields_right": 0, "address2_dropped": 0,
            "confirmed_address1": 0}
     for line in path.read_text().splitlines():
@@ -170,19 +175,16 @@ def routing(m: _Model, episodes: dict[str, Path], gold: dict[str, dict[str, Any]
         return {"n": n, "p_address_question": sum(a for a, _ in read_) / n if n else float("nan"),
                 "p_reason_question": sum(b for _, b in read_) / n if n else float("nan")}
 
-    def asks(r: dict[str, Any], q: str) -> bool:
-        return any((x.get("content") or "") == q for x in r["messages"] if x.get("role") == "assistant")
+    def asked_at(r: dict[str, Any], q: str) -> int | None:
+        """Where the agent of record `r` first asks `q` (None: it never does)."""
+        return next((i for i, x in enumerate(r["messages"])
+                     if x.get("role") == "assistant" and (x.get("content") or "") == q), None)
 
     trained = sft_training_records(m.records, counterfactuals=m.recipe.sft_reason_counterfactuals)
-    n_address = sum(asks(r, address_q) for r in trained)
-    n_reason = sum(asks(r, reason_q) for r in trained)
+    n_address = sum(asked_at(r, address_q) is not None for r in trained)
+    n_reason = sum(asked_at(r, reason_q) is not None for r in trained)
     out: dict[str, Any] = {"sft_address_share": n_address / max(1, n_address + n_reason)}
-    training = []
-    for r in m.records:
-        if asks(r, address_q):
-            k = next(i for i, x in enumerate(r["messages"]) if (x.get("content") or "") == address_q)
-            training.append(read(r["messages"][:k]))
-    out["training"] = mean(training)
+    out["training"] = mean([read(r["messages"][:k]) for r in m.records if (k := asked_at(r, address_q)) is not None])
     for customer, path in episodes.items():
         got = []
         for line in path.read_text().splitlines():
@@ -254,18 +256,15 @@ def main() -> None:
     models = [m for m in a.models.split(",") if (a.out / "eval" / m).is_dir()]
     res: dict[str, Any] = {c: {m: read_episodes(a.out, m, c, gold) for m in models} for c in recipe.eval_customers}
     if a.teacher_forced or a.replay or a.routing:
-        from rl.experiment.plan import customer_folder
-
         loaded = {m: _Model(a.out, m) for m in models if (a.out / "models" / m).is_dir()}  # each read once
         if a.teacher_forced:
             res["teacher_forced"] = {m: teacher_forced(x, a.teacher_forced) for m, x in loaded.items()}
         if a.replay:
-            res["replay"] = {c: {m: replayed(x, a.out / "eval" / m / customer_folder(c) / "greedy" / "episodes.jsonl",
-                                             gold) for m, x in loaded.items()} for c in recipe.eval_customers}
+            res["replay"] = {c: {m: replayed(x, episodes_path(a.out, m, c), gold) for m, x in loaded.items()}
+                             for c in recipe.eval_customers}
         if a.routing:
-            paths = {m: {c: a.out / "eval" / m / customer_folder(c) / "greedy" / "episodes.jsonl"
-                         for c in recipe.eval_customers} for m in loaded}
-            res["routing"] = {m: routing(x, {c: p for c, p in paths[m].items() if p.exists()}, gold)
+            res["routing"] = {m: routing(x, {c: p for c in recipe.eval_customers
+                                             if (p := episodes_path(a.out, m, c)).exists()}, gold)
                               for m, x in loaded.items()}
     if a.json:
         print(json.dumps(res, indent=1))
