@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ def _by_task(folder: Path, model: str, customer: str) -> dict[str, int | None]:
 
 
 def _mua_models(folder: Path) -> list[str]:
-    return sorted(p.name for p in (folder / "eval").iterdir() if p.name.startswith("mua_rl_s"))
+    """The shipped MUA-RL models of `folder` (not the earlier checkpoints bench/checkpoint_curve.py adds)."""
+    return sorted(p.name for p in (folder / "eval").iterdir() if re.fullmatch(r"mua_rl_s\d+", p.name))
 
 
 def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
