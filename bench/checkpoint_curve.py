@@ -11,7 +11,10 @@ gain over the cold start, and its difference from the last step, both as a boots
 each task's mean-over-seeds difference (seeds held fixed, as the paper table's mean gain). A choice of
 step made with it should say its rule before it is run.
 
-Usage: .venv/bin/python bench/checkpoint_curve.py --out DIR --steps 6 12 [--rows mua_rl_s0 ...]
+With `--average 14 16 18`, also each run's parameter average of those checkpoints (latest weight
+averaging), evaluated the same way.
+
+Usage: .venv/bin/python bench/checkpoint_curve.py --out DIR --steps 6 12 [--average 14 16 18] [--rows mua_rl_s0 ...]
        [--database-url URL] [--threads N] [--table-only] [--json]
 (`--rows` lets two processes evaluate different seeds side by side, each printing its rows' curve;
 `--table-only` evaluates nothing.)
@@ -44,6 +47,28 @@ def checkpoint_model(out: Path, row: str, step: int) -> str:
     return name
 
 
+def averaged_model(out: Path, row: str, steps: list[int]) -> str:
+    """The model name of the parameter average of run `row`'s checkpoints at `steps` (latest weight
+    averaging: one trajectory's nearby checkpoints, each weight the plain mean), written to
+    `out/models/` if not there yet."""
+    import torch
+
+    from rl.models.tiny import load_model_folder, save_model_folder
+
+    name = f"{row}_avg{'-'.join(f'{k:02d}' for k in steps)}"
+    dest = out / "models" / name
+    if (dest / "manifest.json").exists():
+        return name
+    models = [load_model_folder(out / "models" / checkpoint_model(out, row, k)) for k in steps]
+    model, tok, manifest = models[0]
+    states = [m.state_dict() for m, _, _ in models]
+    with torch.no_grad():
+        model.load_state_dict({key: sum(st[key] for st in states) / len(states) for key in states[0]})
+    save_model_folder(model, tok, dest, {**{k: v for k, v in manifest.items() if k not in ("created", "parameters")},
+                                         "averaged_steps": steps})
+    return name
+
+
 def evaluate(out: Path, names: list[str], database_url: str | None, threads: int | None) -> None:
     import torch
 
@@ -71,8 +96,9 @@ def _by_task(out: Path, model: str, customer: str) -> dict[str, int | None]:
     return json.loads((out / "eval" / model / customer_folder(customer) / "result.json").read_text())["by_task"]
 
 
-def curve(out: Path, rows: list[str], steps: list[int]) -> dict[str, Any]:
-    """Per customer and step (0: the cold start; the recipe's last step: the shipped models)."""
+def curve(out: Path, rows: list[str], steps: list[int], average: list[int] | None = None) -> dict[str, Any]:
+    """Per customer and step (0: the cold start; the recipe's last step: the shipped models; `avg`:
+    the average of the checkpoints at `average`)."""
     from rl.eval.metrics import mean_difference_over_seeds
     from rl.experiment.plan import evaluation_customers
     from rl.experiment.recipe import ExperimentRecipe
@@ -82,9 +108,12 @@ def curve(out: Path, rows: list[str], steps: list[int]) -> dict[str, Any]:
     if recipe.n_val_tasks:
         raise SystemExit("this folder's runs shipped the checkpoint their validation chose, not the last step: "
                          "the curve's last row would not be what the table reports")
-    res: dict[str, Any] = {"eval_set": recipe.eval_set, "rows": rows, "last_step": last, "customers": {}}
+    res: dict[str, Any] = {"eval_set": recipe.eval_set, "rows": rows, "last_step": last, "average": average,
+                           "customers": {}}
     for customer in evaluation_customers(recipe):
-        models = {k: [f"{r}_step{k:02d}" for r in rows] for k in steps} | {last: rows}
+        models: dict[int | str, list[str]] = {k: [f"{r}_step{k:02d}" for r in rows] for k in steps} | {last: rows}
+        if average:
+            models["avg"] = [f"{r}_avg{'-'.join(f'{k:02d}' for k in average)}" for r in rows]
         cold_all = _by_task(out, "cold_start", customer)
         runs = {k: [_by_task(out, m, customer) for m in ms] for k, ms in models.items()}
         common = sorted(t for t, v in cold_all.items()
@@ -93,7 +122,7 @@ def curve(out: Path, rows: list[str], steps: list[int]) -> dict[str, Any]:
         per = {k: [{t: float(r[t]) for t in common} for r in rs] for k, rs in runs.items()}
         final_mean = {t: sum(s[t] for s in per[last]) / len(per[last]) for t in common}
         by_step: dict[str, Any] = {"0": {"pass1": sum(cold.values()) / len(common)}}
-        for k in sorted(per):
+        for k in sorted(per, key=lambda k: (isinstance(k, str), k)):
             gain, gci = mean_difference_over_seeds(per[k], cold)
             row = {"pass1": sum(sum(s.values()) for s in per[k]) / len(per[k]) / len(common),
                    "per_seed": [sum(s.values()) / len(common) for s in per[k]], "gain": gain, "gain_ci95": list(gci)}
@@ -122,7 +151,8 @@ def markdown(res: dict[str, Any]) -> str:
             gain = f"{s['gain'] * pct:+.1f} [{s['gain_ci95'][0] * pct:+.1f}, {s['gain_ci95'][1] * pct:+.1f}]"
             last = (f"{s['minus_last'] * pct:+.1f} [{s['minus_last_ci95'][0] * pct:+.1f}, "
                     f"{s['minus_last_ci95'][1] * pct:+.1f}]") if "minus_last" in s else ""
-            lines.append(f"| {k} | {s['pass1'] * pct:.1f} ({seeds}) | {gain} | {last} |")
+            label = f"average of {', '.join(map(str, res['average']))}" if k == "avg" else k
+            lines.append(f"| {label} | {s['pass1'] * pct:.1f} ({seeds}) | {gain} | {last} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -131,6 +161,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--steps", type=int, nargs="+", required=True)
+    ap.add_argument("--average", type=int, nargs="+", help="also the parameter average of these steps' checkpoints")
     ap.add_argument("--rows", nargs="+", help="GRPO runs (default: every mua_rl_s* of the folder)")
     ap.add_argument("--database-url")
     ap.add_argument("--threads", type=int)
@@ -140,8 +171,10 @@ def main() -> None:
     rows = a.rows or sorted(p.name for p in (a.out / "models").iterdir()
                             if p.name.startswith("mua_rl_s") and "_step" not in p.name)
     if not a.table_only:
-        evaluate(a.out, [checkpoint_model(a.out, r, k) for r in rows for k in a.steps], a.database_url, a.threads)
-    res = curve(a.out, rows, a.steps)
+        names = [checkpoint_model(a.out, r, k) for r in rows for k in a.steps]
+        names += [averaged_model(a.out, r, a.average) for r in rows] if a.average else []
+        evaluate(a.out, names, a.database_url, a.threads)
+    res = curve(a.out, rows, a.steps, a.average)
     print(json.dumps(res, indent=1) if a.json else markdown(res))
 
 
