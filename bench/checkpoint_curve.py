@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -168,8 +169,7 @@ def main() -> None:
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rows = a.rows or sorted(p.name for p in (a.out / "models").iterdir()
-                            if p.name.startswith("mua_rl_s") and "_step" not in p.name)
+    rows = a.rows or sorted(p.name for p in (a.out / "models").iterdir() if re.fullmatch(r"mua_rl_s\d+", p.name))
     if not a.table_only:
         names = [checkpoint_model(a.out, r, k) for r in rows for k in a.steps]
         names += [averaged_model(a.out, r, a.average) for r in rows] if a.average else []
