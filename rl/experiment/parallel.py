@@ -185,6 +185,7 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     import multiprocessing
 
     from backend.db.engine import database_url, normalize_url
+    from rl.env.ownership import sweep_orphan_databases
     from rl.env.sandbox import sandbox_share
 
     finished = set(finished)
@@ -254,4 +255,8 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
                 p.join(timeout=60)
             if p.is_alive():
                 p.kill()
+        if any(p.exitcode for p in procs):
+            # a worker killed before it could unwind (a loaded machine: past the 60 s above) leaves
+            # its sandboxes and snapshot behind; its owner lock died with it, so they are orphans
+            asyncio.run(sweep_orphan_databases(url))
     return seconds

@@ -1,0 +1,75 @@
+"""Writes the customer did not confirm: in a paper-table folder's greedy evaluation episodes, each
+store write whose customer turn just before it does not answer a proposal affirmatively (the
+cold-start filter's own test, rl/coldstart/data.py), per model and customer.
+
+The reward reads only the final database, so a write made right after the customer said "No, that's
+not the reason. It was ordered by mistake." passes when its arguments are right; the cold-start data
+never writes unconfirmed (the filter drops such conversations), so these come from the models. Per
+model: writes, unconfirmed writes, episodes with one, and how many of those earned reward 1.
+
+Usage: .venv/bin/python bench/unconfirmed_writes.py --out DIR [--models cold_start mua_rl_s0 ...] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def count(path: Path) -> dict[str, int]:
+    from rl.coldstart.data import _confirmed_before, write_tool_names
+
+    writes = write_tool_names()
+    out = {"episodes": 0, "passed": 0, "writes": 0, "unconfirmed_writes": 0, "episodes_unconfirmed": 0,
+           "passed_unconfirmed": 0}
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        msgs = e["messages"]
+        unconfirmed = 0
+        for i, m in enumerate(msgs):
+            for call in (m.get("tool_calls") or []) if m.get("role") == "assistant" else []:
+                if call["function"]["name"] in writes:
+                    out["writes"] += 1
+                    unconfirmed += not _confirmed_before(msgs, i)
+        passed = e.get("reward") == 1.0
+        out["episodes"] += 1
+        out["passed"] += passed
+        out["unconfirmed_writes"] += unconfirmed
+        out["episodes_unconfirmed"] += unconfirmed > 0
+        out["passed_unconfirmed"] += passed and unconfirmed > 0
+    return out
+
+
+def table(folder: Path, models: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+    res: dict[str, dict[str, dict[str, int]]] = {}
+    for model in models:
+        for customer_dir in sorted(p for p in (folder / "eval" / model).iterdir() if p.is_dir()):
+            path = customer_dir / "greedy" / "episodes.jsonl"
+            if path.exists():
+                res.setdefault(model, {})[customer_dir.name] = count(path)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", nargs="+")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    models = a.models or sorted(p.name for p in (a.out / "eval").iterdir() if p.is_dir() and p.name != "base")
+    res: dict[str, Any] = table(a.out, models)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return
+    print("| model | customer | episodes (passed) | writes | unconfirmed writes | episodes with one | "
+          "of them passed |\n|---|---|---|---|---|---|---|")
+    for model, by_customer in res.items():
+        for customer, c in by_customer.items():
+            print(f"| {model} | {customer} | {c['episodes']} ({c['passed']}) | {c['writes']} | "
+                  f"{c['unconfirmed_writes']} | {c['episodes_unconfirmed']} | {c['passed_unconfirmed']} |")
+
+
+if __name__ == "__main__":
+    main()
