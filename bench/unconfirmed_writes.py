@@ -5,7 +5,8 @@ cold-start filter's own test, rl/coldstart/data.py), per model and customer.
 The reward reads only the final database, so a write made right after the customer said "No, that's
 not the reason. It was ordered by mistake." passes when its arguments are right; the cold-start data
 never writes unconfirmed (the filter drops such conversations), so these come from the models. Per
-model: writes, unconfirmed writes, episodes with one, and how many of those earned reward 1.
+model: writes, unconfirmed writes, episodes with one, how many of those earned reward 1, and the
+passes left if every write had to be confirmed.
 
 Usage: .venv/bin/python bench/unconfirmed_writes.py --out DIR [--models cold_start mua_rl_s0 ...] [--json]
 """
@@ -64,11 +65,12 @@ def main() -> None:
         print(json.dumps(res, indent=1))
         return
     print("| model | customer | episodes (passed) | writes | unconfirmed writes | episodes with one | "
-          "of them passed |\n|---|---|---|---|---|---|---|")
+          "of them passed | passed, every write confirmed |\n|---|---|---|---|---|---|---|---|")
     for model, by_customer in res.items():
         for customer, c in by_customer.items():
             print(f"| {model} | {customer} | {c['episodes']} ({c['passed']}) | {c['writes']} | "
-                  f"{c['unconfirmed_writes']} | {c['episodes_unconfirmed']} | {c['passed_unconfirmed']} |")
+                  f"{c['unconfirmed_writes']} | {c['episodes_unconfirmed']} | {c['passed_unconfirmed']} | "
+                  f"{c['passed'] - c['passed_unconfirmed']} |")
 
 
 if __name__ == "__main__":
