@@ -65,7 +65,8 @@ def averaged_model(out: Path, row: str, steps: list[int]) -> str:
     states = [m.state_dict() for m, _, _ in models]
     with torch.no_grad():
         model.load_state_dict({key: sum(st[key] for st in states) / len(states) for key in states[0]})
-    save_model_folder(model, tok, dest, {**{k: v for k, v in manifest.items() if k not in ("created", "parameters")},
+    kept = {k: v for k, v in manifest.items() if k not in ("created", "parameters", "training")}
+    save_model_folder(model, tok, dest, {**kept, "training": {**manifest.get("training", {}), "step": None},
                                          "averaged_steps": steps})
     return name
 

@@ -5,8 +5,10 @@ cold-start filter's own test, rl/coldstart/data.py), per model and customer.
 The reward reads only the final database, so a write made right after the customer said "No, that's
 not the reason. It was ordered by mistake." passes when its arguments are right; the cold-start data
 never writes unconfirmed (the filter drops such conversations), so these come from the models. Per
-model: writes, unconfirmed writes, episodes with one, how many of those earned reward 1, and the
-passes left if every write had to be confirmed.
+model: writes that took effect (a call the store rejected changed nothing and is not counted),
+unconfirmed ones, episodes with one, how many of those earned reward 1, and the passes left if every
+write had to be confirmed. The test is a word match ("sure" in "I'm not sure" reads as a yes) and
+does not check that the yes answered a proposal of that very write: the counts are a lower bound.
 
 Usage: .venv/bin/python bench/unconfirmed_writes.py --out DIR [--models cold_start mua_rl_s0 ...] [--json]
 """
@@ -28,12 +30,16 @@ def count(path: Path) -> dict[str, int]:
     for line in path.read_text().splitlines():
         e = json.loads(line)
         msgs = e["messages"]
+        calls = [(i, c) for i, m in enumerate(msgs) if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+        # the store's answer to each call, in order (a rejected write changed nothing: not counted)
+        done = e.get("tool_calls") or []
+        took = [bool(d.get("ok")) and not d.get("denied") for d in done] if len(done) == len(calls) else \
+            [True] * len(calls)
         unconfirmed = 0
-        for i, m in enumerate(msgs):
-            for call in (m.get("tool_calls") or []) if m.get("role") == "assistant" else []:
-                if call["function"]["name"] in writes:
-                    out["writes"] += 1
-                    unconfirmed += not _confirmed_before(msgs, i)
+        for (i, call), effective in zip(calls, took, strict=True):
+            if call["function"]["name"] in writes and effective:
+                out["writes"] += 1
+                unconfirmed += not _confirmed_before(msgs, i)
         passed = e.get("reward") == 1.0
         out["episodes"] += 1
         out["passed"] += passed

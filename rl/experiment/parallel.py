@@ -255,8 +255,12 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
                 p.join(timeout=60)
             if p.is_alive():
                 p.kill()
-        if any(p.exitcode for p in procs):
+                p.join(timeout=10)
+        if any(p.exitcode != 0 for p in procs if p.pid is not None):
             # a worker killed before it could unwind (a loaded machine: past the 60 s above) leaves
             # its sandboxes and snapshot behind; its owner lock died with it, so they are orphans
-            asyncio.run(sweep_orphan_databases(url))
+            try:
+                asyncio.run(sweep_orphan_databases(url))
+            except Exception as e:  # never hide the stage's own error behind the clean-up's
+                log.warning("experiment.sweep_failed", error=str(e))
     return seconds
