@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 
-def count(path: Path) -> dict[str, int]:
+def count(path: Path) -> dict[str, Any]:
     from rl.coldstart.data import _confirmed_before, write_tool_names
 
     writes = write_tool_names()
-    out = {"episodes": 0, "passed": 0, "writes": 0, "unconfirmed_writes": 0, "episodes_unconfirmed": 0,
-           "passed_unconfirmed": 0}
+    out: dict[str, Any] = {"episodes": 0, "passed": 0, "writes": 0, "unconfirmed_writes": 0,
+                           "episodes_unconfirmed": 0, "passed_unconfirmed": 0, "strict_by_task": {}}
     for line in path.read_text().splitlines():
         e = json.loads(line)
         msgs = e["messages"]
@@ -46,11 +47,26 @@ def count(path: Path) -> dict[str, int]:
         out["unconfirmed_writes"] += unconfirmed
         out["episodes_unconfirmed"] += unconfirmed > 0
         out["passed_unconfirmed"] += passed and unconfirmed > 0
+        if not e.get("excluded"):
+            out["strict_by_task"][e["task_id"]] = float(passed and unconfirmed == 0)
     return out
 
 
-def table(folder: Path, models: list[str]) -> dict[str, dict[str, dict[str, int]]]:
-    res: dict[str, dict[str, dict[str, int]]] = {}
+def strict_gain(res: dict[str, dict[str, dict[str, Any]]], customer: str) -> tuple[float, tuple[float, float]] | None:
+    """The MUA-RL models' (`mua_rl_sN`) mean gain over the cold start in greedy pass^1 counted
+    strictly (a pass with an unconfirmed write is a miss), with the paper table's interval."""
+    from rl.eval.metrics import mean_difference_over_seeds
+
+    seeds = [by[customer]["strict_by_task"] for m, by in res.items() if re.fullmatch(r"mua_rl_s\d+", m)]
+    if "cold_start" not in res or not seeds:
+        return None
+    cold = res["cold_start"][customer]["strict_by_task"]
+    common = [t for t in cold if all(t in s for s in seeds)]
+    return mean_difference_over_seeds([{t: s[t] for t in common} for s in seeds], {t: cold[t] for t in common})
+
+
+def table(folder: Path, models: list[str]) -> dict[str, dict[str, dict[str, Any]]]:
+    res: dict[str, dict[str, dict[str, Any]]] = {}
     for model in models:
         for customer_dir in sorted(p for p in (folder / "eval" / model).iterdir() if p.is_dir()):
             path = customer_dir / "greedy" / "episodes.jsonl"
@@ -77,6 +93,12 @@ def main() -> None:
             print(f"| {model} | {customer} | {c['episodes']} ({c['passed']}) | {c['writes']} | "
                   f"{c['unconfirmed_writes']} | {c['episodes_unconfirmed']} | {c['passed_unconfirmed']} | "
                   f"{c['passed'] - c['passed_unconfirmed']} |")
+    for customer in next(iter(res.values()), {}):
+        got = strict_gain(res, customer)
+        if got is not None:
+            gain, (lo, hi) = got
+            print(f"\n{customer}: MUA-RL (mean over its seeds) minus cold start, every write confirmed: "
+                  f"{gain * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}]")
 
 
 if __name__ == "__main__":
