@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
+
+from compare_runs import by_task, mua_models
 
 
 def checkpoint_model(out: Path, row: str, step: int) -> str:
@@ -92,12 +93,6 @@ def evaluate(out: Path, names: list[str], database_url: str | None, threads: int
             stages.evaluate(name, tasks)
 
 
-def _by_task(out: Path, model: str, customer: str) -> dict[str, int | None]:
-    from rl.experiment.plan import customer_folder
-
-    return json.loads((out / "eval" / model / customer_folder(customer) / "result.json").read_text())["by_task"]
-
-
 def curve(out: Path, rows: list[str], steps: list[int], average: list[int] | None = None) -> dict[str, Any]:
     """Per customer and step (0: the cold start; the recipe's last step: the shipped models; `avg`:
     the average of the checkpoints at `average`)."""
@@ -116,8 +111,8 @@ def curve(out: Path, rows: list[str], steps: list[int], average: list[int] | Non
         models: dict[int | str, list[str]] = {k: [f"{r}_step{k:02d}" for r in rows] for k in steps} | {last: rows}
         if average:
             models["avg"] = [f"{r}_avg{'-'.join(f'{k:02d}' for k in average)}" for r in rows]
-        cold_all = _by_task(out, "cold_start", customer)
-        runs = {k: [_by_task(out, m, customer) for m in ms] for k, ms in models.items()}
+        cold_all = by_task(out, "cold_start", customer)
+        runs = {k: [by_task(out, m, customer) for m in ms] for k, ms in models.items()}
         common = sorted(t for t, v in cold_all.items()
                         if v is not None and all(r.get(t) is not None for rs in runs.values() for r in rs))
         cold = {t: float(cold_all[t]) for t in common}
@@ -170,7 +165,7 @@ def main() -> None:
     ap.add_argument("--table-only", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rows = a.rows or sorted(p.name for p in (a.out / "models").iterdir() if re.fullmatch(r"mua_rl_s\d+", p.name))
+    rows = a.rows or mua_models(a.out)
     if not a.table_only:
         names = [checkpoint_model(a.out, r, k) for r in rows for k in a.steps]
         names += [averaged_model(a.out, r, a.average) for r in rows] if a.average else []

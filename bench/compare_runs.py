@@ -14,22 +14,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 
-def _by_task(folder: Path, model: str, customer: str) -> dict[str, int | None]:
+def by_task(folder: Path, model: str, customer: str) -> dict[str, int | None]:
     from rl.experiment.plan import customer_folder
 
     path = folder / "eval" / model / customer_folder(customer) / "result.json"
     return json.loads(path.read_text())["by_task"]
 
 
-def _mua_models(folder: Path) -> list[str]:
-    """The shipped MUA-RL models of `folder` (not the earlier checkpoints bench/checkpoint_curve.py adds)."""
-    return sorted(p.name for p in (folder / "eval").iterdir() if re.fullmatch(r"mua_rl_s\d+", p.name))
+def mua_models(folder: Path) -> list[str]:
+    """The shipped MUA-RL models of `folder` as its recipe names them (not the earlier checkpoints
+    bench/checkpoint_curve.py adds beside them)."""
+    from rl.experiment.plan import row_models
+    from rl.experiment.recipe import ExperimentRecipe
+
+    return row_models(ExperimentRecipe.model_validate_json((folder / "recipe.json").read_text()))["mua_rl"]
 
 
 def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
@@ -51,14 +54,14 @@ def compare(baseline: Path, candidate: Path) -> dict[str, Any]:
         raise SystemExit(f"neither folder has tasks/{recipe.eval_set}.json")
     tasks = {t.id: t for t in load_tasks(task_file)}
     for folder in (baseline, candidate):
-        if set(_by_task(folder, "cold_start", recipe.eval_customers[0])) != set(tasks):
+        if set(by_task(folder, "cold_start", recipe.eval_customers[0])) != set(tasks):
             raise SystemExit("the two folders were evaluated on different task sets")
     out: dict[str, Any] = {"eval_set": recipe.eval_set, "tasks": len(tasks), "customers": {}}
     for customer in recipe.eval_customers:
         sides = {}
         for name, folder in (("baseline", baseline), ("candidate", candidate)):
-            sides[name] = (_by_task(folder, "cold_start", customer),
-                           [_by_task(folder, m, customer) for m in _mua_models(folder)])
+            sides[name] = (by_task(folder, "cold_start", customer),
+                           [by_task(folder, m, customer) for m in mua_models(folder)])
         # every figure over the tasks every model of both folders played validly
         common = sorted(t for t in tasks if all(
             r.get(t) is not None for cold, seeds in sides.values() for r in (cold, *seeds)))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 from typing import Any
+
+from compare_runs import mua_models
 
 
 def count(path: Path) -> dict[str, Any]:
@@ -52,12 +53,13 @@ def count(path: Path) -> dict[str, Any]:
     return out
 
 
-def strict_gain(res: dict[str, dict[str, dict[str, Any]]], customer: str) -> tuple[float, tuple[float, float]] | None:
-    """The MUA-RL models' (`mua_rl_sN`) mean gain over the cold start in greedy pass^1 counted
-    strictly (a pass with an unconfirmed write is a miss), with the paper table's interval."""
+def strict_gain(res: dict[str, dict[str, dict[str, Any]]], customer: str,
+                mua: list[str]) -> tuple[float, tuple[float, float]] | None:
+    """The MUA-RL models' (`mua`, those of them in `res`) mean gain over the cold start in greedy
+    pass^1 counted strictly (a pass with an unconfirmed write is a miss), with the paper table's interval."""
     from rl.eval.metrics import mean_difference_over_seeds
 
-    seeds = [by[customer]["strict_by_task"] for m, by in res.items() if re.fullmatch(r"mua_rl_s\d+", m)]
+    seeds = [res[m][customer]["strict_by_task"] for m in mua if m in res]
     if "cold_start" not in res or not seeds:
         return None
     cold = res["cold_start"][customer]["strict_by_task"]
@@ -94,7 +96,7 @@ def main() -> None:
                   f"{c['unconfirmed_writes']} | {c['episodes_unconfirmed']} | {c['passed_unconfirmed']} | "
                   f"{c['passed'] - c['passed_unconfirmed']} |")
     for customer in next(iter(res.values()), {}):
-        got = strict_gain(res, customer)
+        got = strict_gain(res, customer, mua_models(a.out))
         if got is not None:
             gain, (lo, hi) = got
             print(f"\n{customer}: MUA-RL (mean over its seeds) minus cold start, every write confirmed: "
