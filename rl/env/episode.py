@@ -31,7 +31,8 @@ from backend.agent.loop import AgentConfig, AssistantStep, Reply, ToolStep, Turn
 from backend.agent.policy import system_prompt
 from backend.config import get_settings
 from backend.tools.context import Principal
-from backend.tools.registry import RETAIL, ToolResult
+from backend.tools.registry import RETAIL, ToolKind, ToolResult
+from rl.env.consent import ConsentLedger
 from rl.env.gold import GoldSpec, GoldStateCache, ensure_tools_registered
 from rl.env.reward import score
 from rl.env.sandbox import Sandbox
@@ -166,6 +167,7 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
     agent = agent or AgentConfig.from_settings(get_settings())
     agent = dataclasses.replace(agent, max_steps=max(agent.max_steps, limits.max_turns))
     tools = RETAIL.openai_schemas()
+    consent = ConsentLedger({t.name for t in RETAIL if t.kind is ToolKind.WRITE})
     try:
         model = _Timed(policy.session(task, seed), limits.agent_timeout_s)
         customer = user.session(task, seed)
@@ -175,6 +177,7 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
             reply, done = await _timed(customer.respond(messages), limits.user_timeout_s, "simulator_timeout")
             timings["user"] += (time.perf_counter() - t0) * 1000
             messages.append({"role": "user", "content": reply})
+            consent.customer_replied(customer)
             traj.turns += 1
             traj.user_turns += 1
             if done:
@@ -203,6 +206,7 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
                         traj.tool_calls.append(ToolCallRecord(
                             name=event.name, arguments=_arguments(event.arguments), output=event.result.output,
                             ok=event.result.ok, denied=event.result.denied, elapsed_ms=event.result.elapsed_ms))
+                        consent.tool_ran(event.name, event.arguments, event.result.ok and not event.result.denied)
                         if traj.turns >= limits.max_turns:
                             break
                     elif isinstance(event, Reply):
@@ -220,8 +224,9 @@ async def _play(task: Task, policy: AgentPolicy, user: UserSimulator, sandbox: S
             traj.ended_by = "max_turns"
         texts = [str(m.get("content")) for m in messages if m.get("role") == "assistant" and m.get("content")]
         t0 = time.perf_counter()
-        breakdown = await _timed(score(sandbox, gold_spec(task), texts, cache=cache,
-                                       upstream_compat=upstream_compat), limits.reward_timeout_s, "reward_timeout")
+        breakdown = await _timed(score(sandbox, gold_spec(task), texts, cache=cache, upstream_compat=upstream_compat,
+                                       unconfirmed_writes=None if upstream_compat else consent.violations),
+                                 limits.reward_timeout_s, "reward_timeout")
         timings["reward"] = (time.perf_counter() - t0) * 1000
         traj.reward = breakdown.reward
         traj.breakdown = breakdown.model_dump()

@@ -7,6 +7,7 @@ A failed episode (reward 0, not excluded) gets every cause that applies, each co
 - `missing_write:TOOL`: the gold write was never attempted on its target;
 - `extra_write:TOOL`: a successful write that no gold write asks for (another order, another tool);
 - `missing_output`: an answer the task expects never appears in the agent's messages;
+- `unconfirmed_write:TOOL`: a write took effect without the customer's yes (rl/env/consent.py);
 - `ended_by:max_turns`: the conversation ran out of turns (alongside the causes above);
 - `other`: none of the above (the final state differs in a way the calls do not show).
 
@@ -71,6 +72,8 @@ def failure_causes(task: Task, traj: Trajectory) -> list[str]:
     texts = [str(m.get("content") or "") for m in traj.messages if m.get("role") == "assistant"]
     if any(c.kind == "output" and not check(c, calls, texts) for c in task.criteria):
         causes.append("missing_output")
+    unconfirmed = (traj.breakdown or {}).get("unconfirmed_writes") or []
+    causes += [f"unconfirmed_write:{w.split(' ', 1)[0]}" for w in unconfirmed]
     if traj.ended_by == "max_turns":
         causes.append("ended_by:max_turns")
     causes = list(dict.fromkeys(causes))

@@ -14,6 +14,11 @@ read outside the records it quotes (rl/simulator/proposal.py). Refusing a propos
 goal's action in full would contradict the goal: the session raises `SimulatorError` with cause
 `simulator_contradiction` instead, and the episode is excluded.
 
+After each reply, `agreed` says whether that reply gave the customer's consent to a change: a yes to
+a proposal matching its goal, or its "go ahead" standing by that yes. The episode runner reads it to
+hold every store write to the policy's rule that a change needs the customer's explicit yes
+(rl/env/consent.py).
+
 The session decides; its `Bank` (rl/simulator/bank.py) words each decision. `ScriptedCustomer`
 uses the training bank; the held-out customer (rl/simulator/heldout.py) plays the same sessions
 with another bank, and the static-query customer (rl/simulator/static.py) is a session of its own.
@@ -34,7 +39,7 @@ from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 
-SCRIPT_VERSION = "scripted-3"  # 3: reads the kind of a proposal outside the records it quotes
+SCRIPT_VERSION = "scripted-4"  # 4: reports its consent (`agreed`); 3: reads a proposal outside the records it quotes
 CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 
@@ -90,6 +95,7 @@ class ScriptedSession:
         self.finished = False
         self.seen_calls: set[str] = set()
         self.records = Records()
+        self.agreed = False  # whether the last reply consented to the proposed change
 
     # -------------------------------------------------------------------- the interface
 
@@ -97,6 +103,7 @@ class ScriptedSession:
         return self.reply(conversation)
 
     def reply(self, conversation: list[Message]) -> tuple[str, bool]:
+        self.agreed = False
         if self.finished:
             return STOP, True
         if not any(m.get("role") == "assistant" for m in conversation):
@@ -213,7 +220,7 @@ class ScriptedSession:
             if wrong:
                 return self._refuse(text, self.bank.wrong_reason(wrong))
             if proposal_matches(text, g.kind, g.confirm_terms, kind_text=self.records.outside_descriptions(text)):
-                self.confirmed = True
+                self.confirmed = self.agreed = True
                 return self.bank.yes(self.rng), False
             if g.outcome == "refuse" and g.haggle:
                 return self._haggle()
@@ -227,7 +234,7 @@ class ScriptedSession:
         if slots:
             return self._answer(text, slots)
         if self.confirmed:
-            return self._nudge(self.bank.go_ahead())
+            return self._go_ahead()
         if R.asks_question(text) and not R.offers_help(text):
             return self._nudge(self.bank.dont_know(self._restate()))
         return self._nudge(self._restate())
@@ -275,6 +282,12 @@ class ScriptedSession:
             return self._give_up()
         return line, False
 
+    def _go_ahead(self) -> tuple[str, bool]:
+        """Stand by the yes already given (a consent, unless the customer gives up instead)."""
+        line, done = self._nudge(self.bank.go_ahead())
+        self.agreed = self.confirmed  # giving up closes the goal, which clears it
+        return line, done
+
     def _restate(self) -> str:
         g = self.goal
         missing = [self.bank.detail(g, k) for k in g.details if k not in self.revealed and k not in ("order_id",)]
@@ -316,6 +329,6 @@ class ScriptedSession:
         parts += self.bank.arrange(facts)
         if not parts:
             if self.confirmed:
-                return self._nudge(self.bank.go_ahead())
+                return self._go_ahead()
             return self._nudge(self.bank.dont_know(self._restate()))
         return " ".join(parts), False

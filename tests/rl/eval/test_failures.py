@@ -1,5 +1,6 @@
 """Failure causes of evaluation episodes: wrong argument, failed / missing / extra write, missing
-answer, running out of turns, and their counts in an evaluation summary."""
+answer, a write without the customer's yes, running out of turns, and their counts in an evaluation
+summary."""
 
 from __future__ import annotations
 
@@ -63,6 +64,13 @@ def test_failed_missing_and_extra_writes():
         "missing_write:cancel_pending_order", "ended_by:max_turns"]
     assert failure_causes(task, episode(task, [cancel(order="#W999")])) == [
         "missing_write:cancel_pending_order", "extra_write:cancel_pending_order"]
+
+
+def test_a_right_write_without_the_customers_yes():
+    task = cancel_task()
+    traj = episode(task, [cancel()])
+    traj.breakdown = {"state_match": True, "unconfirmed_writes": ['cancel_pending_order {"order_id": "#W100"}']}
+    assert failure_causes(task, traj) == ["unconfirmed_write:cancel_pending_order"]
 
 
 def test_missing_answer_and_unexplained_failures():

@@ -1,6 +1,7 @@
 """The oracle passes generated tasks of every category with scripted customers; the hasty baseline
 (acts on the first stated intent, never asks for confirmation) fails the goal-shift and haggling
-tasks - the tasks test what they claim to test."""
+tasks - the tasks test what they claim to test - and, where it does reach the gold state, fails the
+policy's rule that a change needs the customer's yes."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ async def test_oracle_passes_every_category_and_hasty_fails_goal_shifts(generate
     assert failed == []
     assert oracle.summary["pass_hat_k"]["1"] == 1.0 and oracle.summary["excluded"] == {}
     assert oracle.summary["tcr"] == 1.0
+    assert all(t.breakdown["unconfirmed_writes"] == [] for t in oracle.trajectories)
     hasty = await evaluate(generated_tasks, make_policy("hasty"), ScriptedCustomer(), concurrency=4,
                            server_url=test_dbs.server_url, snapshots=snaps)
     by_tag = hasty.summary["by_tag"]
@@ -28,7 +30,11 @@ async def test_oracle_passes_every_category_and_hasty_fails_goal_shifts(generate
     assert by_tag["haggle"]["pass_hat_k"]["1"] == 0.0
     assert by_tag["kind:cancel"]["n"] > 0
     plain = [t for t in hasty.trajectories if any(tag in t.tags for tag in ("category:cancel", "category:return"))]
-    assert plain and all(t.success for t in plain)  # plain requests: acting without asking still lands
+    # plain requests: acting without asking reaches the gold state, and is still a miss
+    assert plain and all(t.breakdown["state_match"] and not t.success for t in plain)
+    assert all(w.startswith(("cancel_pending_order ", "return_delivered_order_items "))
+               for t in plain for w in t.breakdown["unconfirmed_writes"])
+    assert all(t.breakdown["unconfirmed_writes"] for t in plain)
     assert hasty.summary["pass_hat_k"]["1"] < oracle.summary["pass_hat_k"]["1"] - 0.2
 
 

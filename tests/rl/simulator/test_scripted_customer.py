@@ -97,12 +97,30 @@ def test_confirms_only_what_matches_its_current_goal():
     c = Convo(task_of(cancel_goal()))
     c.start()
     c.authenticate()
+    assert c.session.agreed is False
     reply, _ = c.say("To confirm, I will cancel order #W999. Do you confirm (yes/no)?")
-    assert reply.startswith("No")
+    assert reply.startswith("No") and c.session.agreed is False
     reply, _ = c.say("To confirm, I will change the shipping address of order #W100. Shall I proceed?")
-    assert reply.startswith("No")
+    assert reply.startswith("No") and c.session.agreed is False
     reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm (yes/no)?")
-    assert reply.lower().startswith("yes") and not done
+    assert reply.lower().startswith("yes") and not done and c.session.agreed is True
+
+
+def test_reports_its_consent_reply_by_reply():
+    """`agreed` (what the episode's consent rule reads) holds for a yes and for a "go ahead" standing
+    by it, and for nothing else: not for the facts it gives, nor once the goal is done."""
+    c = Convo(task_of(cancel_goal(), address_goal()))
+    c.start()
+    c.authenticate()
+    c.say("Which order is it, and why do you want to cancel it?")
+    assert c.session.agreed is False
+    c.say("Shall I cancel order #W100 for you (yes/no)?")
+    assert c.session.agreed is True
+    reply, _ = c.say("Great, I'm working on it.")
+    assert c.session.agreed is True and reply == c.session.bank.go_ahead()
+    c.tool("cancel_pending_order", CANCEL.arguments, '{"order_id": "#W100", "status": "cancelled"}')
+    c.say("Your order #W100 has been cancelled.")  # thanks, then the address request
+    assert c.session.agreed is False
 
 
 def test_no_stop_after_yes_until_the_agent_acts():

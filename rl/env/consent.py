@@ -1,0 +1,51 @@
+"""Which store writes of an episode had the customer's explicit yes.
+
+The store policy every agent is given says a change needs the customer's explicit confirmation
+(yes) first. The final database cannot show whether the agent asked: an agent that proposes the
+wrong change, hears "no, send it to 4107 Hillcrest Road instead" and writes that address at once
+reaches the gold state without a yes. Customers that report their consent (the scripted ones set
+`agreed` after each reply: rl/simulator/scripted.py) let the episode hold every write to the rule:
+a write that took effect needs a consenting customer reply since the last write that took effect
+(one yes, one change). A write the store rejected changed nothing and uses no consent. Customers
+that do not report it (an LLM customer, the static-query customer that answers nothing) leave the
+rule unchecked, as tau-bench's reward does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class ConsentLedger:
+    """Follows one episode: the customer's replies and the writes, in order."""
+
+    def __init__(self, write_tools: set[str]) -> None:
+        self.write_tools = write_tools
+        self.checked = True  # False once a reply came from a customer that does not report consent
+        self.standing = False  # a consenting reply no write has used yet
+        self.unconfirmed: list[str] = []  # writes that took effect without one ("name {args}")
+
+    def customer_replied(self, session: object) -> None:
+        agreed = getattr(session, "agreed", None)
+        if agreed is None:
+            self.checked = False
+            return
+        self.standing = bool(agreed)
+
+    def tool_ran(self, name: str, arguments: Any, took_effect: bool) -> None:
+        if name not in self.write_tools or not took_effect:
+            return
+        if not self.standing:
+            self.unconfirmed.append(f"{name} {_brief(arguments)}")
+        self.standing = False
+
+    @property
+    def violations(self) -> list[str] | None:
+        """The unconfirmed writes, or None when the customer does not report consent."""
+        return list(self.unconfirmed) if self.checked else None
+
+
+def _brief(arguments: Any) -> str:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)
+    return text if len(text) <= 200 else text[:197] + "..."
