@@ -9,6 +9,9 @@ model: writes that took effect (a call the store rejected changed nothing and is
 unconfirmed ones, episodes with one, how many of those earned reward 1, and the passes left if every
 write had to be confirmed. The test is a word match ("sure" in "I'm not sure" reads as a yes) and
 does not check that the yes answered a proposal of that very write: the counts are a lower bound.
+Since code ef06dd7 the reward itself requires the yes and each episode's breakdown lists its
+unconfirmed writes from the customer's own report (rl/env/consent.py): where it does, that list is
+counted instead (exact), and no pass has one.
 
 Usage: .venv/bin/python bench/unconfirmed_writes.py --out DIR [--models cold_start mua_rl_s0 ...] [--json]
 """
@@ -37,11 +40,14 @@ def count(path: Path) -> dict[str, Any]:
         done = e.get("tool_calls") or []
         took = [bool(d.get("ok")) and not d.get("denied") for d in done] if len(done) == len(calls) else \
             [True] * len(calls)
+        reported = (e.get("breakdown") or {}).get("unconfirmed_writes")
         unconfirmed = 0
         for (i, call), effective in zip(calls, took, strict=True):
             if call["function"]["name"] in writes and effective:
                 out["writes"] += 1
-                unconfirmed += not _confirmed_before(msgs, i)
+                unconfirmed += reported is None and not _confirmed_before(msgs, i)
+        if isinstance(reported, list):
+            unconfirmed = len(reported)
         passed = e.get("reward") == 1.0
         out["episodes"] += 1
         out["passed"] += passed
