@@ -7,6 +7,9 @@ says the customer ended the conversation (`###STOP###`, `###TRANSFER###`, `###OU
 Failures of the simulator itself raise `SimulatorError` (an endpoint down, an empty reply, or a
 customer contradicting its own goal: `simulator_contradiction`); the runner excludes them from scores
 with their cause, and summaries count them apart from the agent's failures (`simulator_failures`).
+A session may also say, in `agreed` after each reply, whether that reply consented to the change the
+agent proposed; the episode then holds every write to that consent (rl/env/consent.py). The scripted
+sessions do; a session without `agreed` leaves writes unchecked, as tau-bench does.
 
 `make_user(spec)` builds one by name:
 - `scripted` (rl/simulator/scripted.py): the training customer. It plays the task's script in the
