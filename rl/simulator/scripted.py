@@ -38,8 +38,9 @@ from rl.tasks.criteria import same_action
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
+from rl.tasks.tools_meta import WRITE_TOOLS
 
-SCRIPT_VERSION = "scripted-4"  # 4: reports its consent (`agreed`); 3: reads a proposal outside the records it quotes
+SCRIPT_VERSION = "scripted-5"  # 5: a write that took effect spends the yes; 4: reports its consent (`agreed`); 3: reads a proposal outside the records it quotes
 CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 
@@ -152,6 +153,10 @@ class ScriptedSession:
                     self.authenticated = True
                 elif self.k < len(self.goals) and self._serves(name, call["function"].get("arguments")):
                     self.status[self.goal.id] = "done"
+                elif name in WRITE_TOOLS:
+                    # a change went through but not the one agreed to: that yes is spent, and the
+                    # customer must not "go ahead" on it to a change nobody proposed
+                    self.confirmed = False
 
     def _is_gold_call(self, name: str, arguments: object) -> bool:
         g = self.goals[self.k] if self.k < len(self.goals) else None

@@ -123,6 +123,22 @@ def test_reports_its_consent_reply_by_reply():
     assert c.session.agreed is False
 
 
+def test_a_change_that_went_through_spends_the_yes():
+    """A yes covers one change: after a write that took effect but was not the agreed one (here
+    another order cancelled), the customer does not "go ahead" on that yes to whatever comes next."""
+    c = Convo(task_of(cancel_goal()))
+    c.start()
+    c.authenticate()
+    c.say("Shall I cancel order #W100 for you (yes/no)?")
+    assert c.session.agreed is True
+    c.tool("cancel_pending_order", {"order_id": "#W200", "reason": "no longer needed"},
+           '{"order_id": "#W200", "status": "cancelled"}')
+    reply, done = c.say("Great, I'm working on it.")
+    assert c.session.agreed is False and reply != c.session.bank.go_ahead() and not done
+    c.say("Shall I cancel order #W100 for you (yes/no)?")  # asked again, it consents again
+    assert c.session.agreed is True
+
+
 def test_no_stop_after_yes_until_the_agent_acts():
     c = Convo(task_of(cancel_goal()))
     c.start()
