@@ -6,8 +6,8 @@ wrong change, hears "no, send it to 4107 Hillcrest Road instead" and writes that
 reaches the gold state without a yes. Customers that report their consent (the scripted ones set
 `agreed` after each reply: rl/simulator/scripted.py) let the episode hold every write to the rule:
 a write that took effect needs the customer's latest reply to be a consenting one, and no earlier
-write that took effect to have used it (one yes, one change). A write the store rejected changed nothing and uses no consent. Customers
-that do not report it (an LLM customer, the static-query customer that answers nothing) leave the
+write that took effect to have used it (one yes, one change). A write the store rejected changed
+nothing and uses no consent. Customers that do not report it (an LLM customer, the static-query customer that answers nothing) leave the
 rule unchecked, as tau-bench's reward does.
 """
 

@@ -24,7 +24,8 @@ from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.phrasing import address_text, order_ref
 from rl.tasks.schema import Customer, Goal, Task
 
-HELDOUT_VERSION = "heldout-3"  # 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
+# 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
+HELDOUT_VERSION = "heldout-3"
 
 GREETINGS = ["Hello there.", "Hey, hoping you can sort something out for me.", "Good day."]
 YES = ["Yep, do it.", "Correct, go ahead.", "Sure thing, please do."]

@@ -40,7 +40,9 @@ from rl.tasks.phrasing import proposal_matches
 from rl.tasks.schema import Goal, Task
 from rl.tasks.tools_meta import WRITE_TOOLS
 
-SCRIPT_VERSION = "scripted-5"  # 5: a write that took effect spends the yes; 4: reports its consent (`agreed`); 3: reads a proposal outside the records it quotes
+# 5: a write that took effect spends the yes; 4: reports its consent (`agreed`); 3: reads a proposal
+# outside the records it quotes
+SCRIPT_VERSION = "scripted-5"
 CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 

@@ -24,7 +24,8 @@ from rl.simulator.bank import TrainingBank
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.schema import Customer, Goal, Task
 
-VARIED_VERSION = "varied-3"  # 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
+# 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
+VARIED_VERSION = "varied-3"
 
 _O = r"(?P<o>my order \S+|one of my orders)"
 # (a training sentence, matched whole) -> its wordings; {name} is the match's group of that name.
