@@ -7,8 +7,8 @@ reaches the gold state without a yes. Customers that report their consent (the s
 `agreed` after each reply: rl/simulator/scripted.py) let the episode hold every write to the rule:
 a write that took effect needs the customer's latest reply to be a consenting one, and no earlier
 write that took effect to have used it (one yes, one change). A write the store rejected changed
-nothing and uses no consent. Customers that do not report it (an LLM customer, the static-query customer that answers nothing) leave the
-rule unchecked, as tau-bench's reward does.
+nothing and uses no consent. Customers that do not report it (an LLM customer, the static-query
+customer that answers nothing) leave the rule unchecked, as tau-bench's reward does.
 """
 
 from __future__ import annotations
