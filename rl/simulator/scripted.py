@@ -145,8 +145,6 @@ class ScriptedSession:
                     continue
                 self.seen_calls.add(call.get("id"))
                 name = call["function"]["name"]
-                if out is None:
-                    continue
                 if out.startswith(("Error", "Unknown action")):
                     if self._is_gold_call(name, call["function"].get("arguments")):
                         self.status[self.goal.id] = "failed"  # the very action wanted cannot be done
