@@ -40,6 +40,9 @@ def generate(
     user: Annotated[str, typer.Option("--user", help="scripted or llm:MODEL")] = "scripted",
     trials: Annotated[int, typer.Option("--trials", min=1)] = 1,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=256)] = 16,
+    corrections: Annotated[float, typer.Option(
+        "--corrections", min=0.0, max=1.0,
+        help="teacher only: share of tasks played with a wrong first proposal the customer corrects")] = 0.0,
     base_url: Annotated[str | None, typer.Option("--base-url", help="agent's OpenAI-compatible endpoint")] = None,
     judge_model: Annotated[str | None, typer.Option("--judge-model", help="LLM judge in the filter (optional)")] = None,
     judge_base_url: Annotated[str | None, typer.Option("--judge-base-url", help="judge's endpoint")] = None,
@@ -60,8 +63,8 @@ def generate(
         refs = {t.snapshot for t in tasks}
         if len(refs) != 1:
             raise ValueError(f"tasks must share one store, found {sorted(refs)}")
-        pol = TeacherPolicy() if agent == "teacher" else make_policy(agent, **({"base_url": base_url} if base_url
-                                                                             else {}))
+        pol = TeacherPolicy(corrections=corrections) if agent == "teacher" else make_policy(
+            agent, **({"base_url": base_url} if base_url else {}))
         sim = make_user(user)
     except (TaskFileError, ValueError) as e:
         raise _fail(str(e)) from None

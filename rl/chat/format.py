@@ -110,7 +110,8 @@ def tool_responses_content(outputs: list[str]) -> str:
 def render_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[
         tuple[str, str]]:
     """Render OpenAI-style messages as (kind, text) pieces: kind is `assistant` for text the agent
-    wrote (the body and its closing `<|im_end|>`) and `context` for everything else."""
+    wrote (the body and its closing `<|im_end|>`) and `context` for everything else, including an
+    agent message marked `"train": false` (shown, not learned: rl/coldstart/data.py)."""
     pieces: list[tuple[str, str]] = []
     msgs = list(messages)
     if tools and not (msgs and msgs[0]["role"] == "system"):
@@ -123,7 +124,8 @@ def render_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] 
             pieces.append(("context", render_turn("system", system_content(m.get("content") or "", tools))))
         elif role == "assistant":
             pieces.append(("context", GENERATION_PROMPT))
-            pieces.append(("assistant", assistant_body(m.get("content"), m.get("tool_calls")) + IM_END))
+            kind = "context" if m.get("train") is False else "assistant"
+            pieces.append((kind, assistant_body(m.get("content"), m.get("tool_calls")) + IM_END))
             pieces.append(("context", "\n"))
         elif role == "tool":
             outputs = []

@@ -9,6 +9,10 @@ with arguments that parse and no call was refused or malformed, and every write 
 agent asking and the customer confirming (the last customer message before the write is an
 affirmative reply to an assistant message); when an LLM judge has looked at a record
 (rl/coldstart/synthetic.py `judge_records`), its verdict must be yes.
+
+A proposal the customer answered and the agent then replaced with another proposal (the teacher's
+corrections, rl/coldstart/teacher.py) is marked `"train": false`: SFT keeps it as context, outside
+the loss, so the student learns to propose again after a no, never to make the wrong proposal.
 """
 
 from __future__ import annotations
@@ -27,10 +31,31 @@ AFFIRMATIVE = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|please do|
 def record_from_trajectory(traj: Any, tools: list[dict[str, Any]], source: str) -> dict[str, Any]:
     messages = [{k: v for k, v in m.items() if k in ("role", "content", "tool_calls", "tool_call_id", "name")}
                 for m in traj.messages]
-    return {"messages": messages, "tools": tools,
-            "meta": {"source": source, "task_id": traj.task_id, "reward": traj.reward, "tcr": traj.tcr,
-                     "tags": traj.tags, "excluded": traj.excluded, "policy": traj.policy, "user": traj.user,
-                     "turns": traj.turns}}
+    return mark_retracted_proposals({
+        "messages": messages, "tools": tools,
+        "meta": {"source": source, "task_id": traj.task_id, "reward": traj.reward, "tcr": traj.tcr,
+                 "tags": traj.tags, "excluded": traj.excluded, "policy": traj.policy, "user": traj.user,
+                 "turns": traj.turns}})
+
+
+def is_proposal(message: dict[str, Any]) -> bool:
+    """An agent message that asks the customer to confirm a change (the policy's "(yes/no)" form)."""
+    return message.get("role") == "assistant" and not message.get("tool_calls") \
+        and "(yes/no)" in str(message.get("content") or "")
+
+
+def mark_retracted_proposals(record: dict[str, Any]) -> dict[str, Any]:
+    """`record` with `"train": false` on every proposal whose answer the agent met with another
+    proposal (customer reply in between, no tool call), and their count in `meta.retracted_proposals`."""
+    msgs = [dict(m) for m in record["messages"]]
+    marked = 0
+    for i in range(len(msgs) - 2):
+        if is_proposal(msgs[i]) and msgs[i + 1].get("role") == "user" and is_proposal(msgs[i + 2]):
+            msgs[i]["train"] = False
+            marked += 1
+    if not marked:
+        return record
+    return {**record, "messages": msgs, "meta": {**record.get("meta", {}), "retracted_proposals": marked}}
 
 
 def quality_problems(record: dict[str, Any], write_tools: set[str]) -> list[str]:

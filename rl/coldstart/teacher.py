@@ -7,19 +7,29 @@ that relies on a fact the customer has not said yet: before a tool call on an or
 in the conversation it asks for the order id; before a proposal it asks for every detail of the
 current goal (reason, items, payment method, address) the customer has not stated. When the customer
 has answered, the held message goes out unchanged, so the oracle's own state is never disturbed.
+
+Corrections: in a share of conversations (`corrections`, chosen per task) the teacher's first
+proposal is a wrong one (the other cancellation reason for a cancellation, a cancellation for any
+other change), the customer says no, and the teacher proposes the right change before it writes.
+So the student sees that an answer to a proposal other than a yes is not a yes. The wrong proposal
+is marked after the episode and kept out of the loss (rl/coldstart/data.py `mark_retracted_proposals`).
 """
 
 from __future__ import annotations
 
 import json
+import random
+import zlib
 from typing import Any
 
 from backend.agent.llm import Completion
 from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
+from rl.policies.wording import describe
 from rl.simulator.varied import wordings
+from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import order_ref
-from rl.tasks.schema import Task
+from rl.tasks.schema import Action, Task
 
 QUESTIONS = {
     "order_id": "Could you please tell me the order id?",
@@ -41,18 +51,26 @@ class TeacherPolicy:
     name = "teacher"
     model = "teacher"
 
+    def __init__(self, *, corrections: float = 0.0) -> None:
+        if not 0.0 <= corrections <= 1.0:
+            raise ValueError(f"corrections is a share of conversations in 0..1, not {corrections}")
+        self.corrections = corrections
+
     def session(self, task: Task, seed: int) -> TeacherSession:
+        # chosen per task, not per trial: the same task always gets the same kind of conversation
         del seed
-        return TeacherSession(task)
+        draw = random.Random(zlib.crc32(f"corrections:{task.id}".encode())).random()
+        return TeacherSession(task, wrong_first=draw < self.corrections)
 
 
 class TeacherSession:
     name = "teacher"
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, *, wrong_first: bool = False) -> None:
         self.oracle = OracleSession(task)
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
+        self.wrong_first = wrong_first  # the first proposal is a wrong one the customer will correct
 
     async def complete(self, messages: list[Message], tools: list[dict[str, Any]]) -> Completion:
         return Completion.from_message(self._next(messages), self.name)
@@ -62,13 +80,28 @@ class TeacherSession:
             msg = self._ask_next(self.held, messages)
             if msg is None:
                 msg, self.held = self.held, None
+                return self._maybe_wrong(msg, messages)
             return msg
         msg = self.oracle._next(messages)
         question = self._ask_next(msg, messages)
         if question is not None:
             self.held = msg
             return question
-        return msg
+        return self._maybe_wrong(msg, messages)
+
+    def _maybe_wrong(self, msg: Message, messages: list[Message]) -> Message:
+        """A wrong proposal instead of `msg` (which is held for after the customer's no) when this
+        conversation has one and `msg` is its first proposal; `msg` otherwise."""
+        goal = self.oracle.goal
+        if not self.wrong_first or msg.get("tool_calls") or "(yes/no)" not in str(msg.get("content") or "") \
+                or goal is None or goal.action is None:
+            return msg
+        wrong = wrong_action(goal.action)
+        if wrong is None:
+            return msg
+        self.wrong_first = False
+        self.held = msg
+        return text_message(f"To confirm, I will {describe(wrong, messages)}. Do you confirm (yes/no)?")
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""
@@ -91,6 +124,18 @@ class TeacherSession:
                 self.asked.add((gid, slot))
                 return text_message(QUESTIONS[slot])
         return None
+
+
+def wrong_action(action: Action) -> Action | None:
+    """A change the customer did not ask for, on the same order: the other reason for a cancellation,
+    a cancellation (a common mix-up of the student) for any other change of an order."""
+    order_id = action.arguments.get("order_id")
+    if not order_id:
+        return None
+    if action.name == "cancel_pending_order":
+        others = sorted(r for r in REASONS if r != action.arguments.get("reason"))
+        return Action(name=action.name, arguments={**action.arguments, "reason": others[0]}) if others else None
+    return Action(name="cancel_pending_order", arguments={"order_id": order_id, "reason": sorted(REASONS)[0]})
 
 
 def _was_said(answer: str, said: str) -> bool:

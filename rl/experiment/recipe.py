@@ -102,6 +102,9 @@ class ExperimentRecipe(BaseModel):
     # cold start must read the customer's reason to predict it.
     sft_reason_counterfactuals: bool = True
     sft_augment_copies: int = 0  # identifier-augmented copies per cold-start conversation (rl/coldstart/augment.py)
+    # Share of cold-start tasks the teacher plays with a wrong first proposal that the customer
+    # corrects before the right one (rl/coldstart/teacher.py); the wrong proposal is outside the loss.
+    cold_start_corrections: float = Field(default=0.0, ge=0.0, le=1.0)
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072

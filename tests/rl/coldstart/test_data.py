@@ -6,6 +6,7 @@ import json
 from rl.coldstart.data import (
     collect_real_tool_trajectories,
     filter_records,
+    mark_retracted_proposals,
     quality_problems,
     write_jsonl,
     write_tool_names,
@@ -59,3 +60,23 @@ def test_filter_rejects_bad_records():
     bad_json = copy.deepcopy(base)
     bad_json["messages"][3]["tool_calls"][0]["function"]["arguments"] = "{oops"
     assert "arguments of cancel_pending_order are not JSON" in quality_problems(bad_json, writes)
+
+
+def test_a_proposal_met_with_another_proposal_is_marked_out_of_the_loss():
+    def said(role, content, **kw):
+        return {"role": role, "content": content, **kw}
+
+    call = {"id": "c1", "function": {"name": "cancel_pending_order", "arguments": {"order_id": "#W1"}}}
+    corrected = {"meta": {"reward": 1.0}, "messages": [
+        said("user", "Cancel #W1."),
+        said("assistant", "To confirm, I will cancel #W1 (no longer needed). Do you confirm (yes/no)?"),
+        said("user", "No, I ordered it by mistake."),
+        said("assistant", "To confirm, I will cancel #W1 (ordered by mistake). Do you confirm (yes/no)?"),
+        said("user", "Yes."),
+        said("assistant", "", tool_calls=[call]),
+    ]}
+    marked = mark_retracted_proposals(corrected)
+    assert [m.get("train") for m in marked["messages"]] == [None, False, None, None, None, None]
+    assert marked["meta"]["retracted_proposals"] == 1 and corrected["messages"][1].get("train") is None
+    straight = {"meta": {}, "messages": corrected["messages"][2:]}
+    assert mark_retracted_proposals(straight) is straight  # a yes then a write: nothing to mark

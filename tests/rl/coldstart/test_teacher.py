@@ -4,7 +4,7 @@ same questions whichever training customer plays (and passes the filter)."""
 
 from __future__ import annotations
 
-from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_tool_names
+from rl.coldstart.data import collect_real_tool_trajectories, filter_records, is_proposal, write_tool_names
 from rl.coldstart.teacher import QUESTIONS, TeacherPolicy
 from rl.env import SandboxPool, create_snapshot, drop_snapshot
 from rl.env.gold import GoldStateCache
@@ -41,3 +41,35 @@ async def test_the_teacher_asks_the_same_questions_of_either_training_customer(t
     # the customers did word things differently
     said = [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in (*plain, *varied)]
     assert said[: len(plain)] != said[len(plain):]
+
+
+async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_loss(test_dbs, tau_retail):
+    """With corrections the teacher's first proposal is wrong, the customer says no, and the teacher
+    proposes the right change before it writes; the wrong proposal is marked out of the loss."""
+    kinds = ["cancel", "modify_address", "return", "multi_cancel_cancel"]
+    tasks = generate_tasks(tau_retail, 12, 3, snapshot="tau-retail", categories=kinds)
+    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_fix")
+    try:
+        async with SandboxPool(snap, size=4) as pool:
+            records = await collect_real_tool_trajectories(tasks, TeacherPolicy(corrections=1.0), VariedCustomer(),
+                                                           pool, GoldStateCache())
+    finally:
+        await drop_snapshot(snap)
+    kept, why = filter_records(records, write_tool_names())
+    assert len(kept) == len(records), why
+    for r in records:
+        msgs = r["messages"]
+        wrong = [i for i, m in enumerate(msgs) if m.get("train") is False]
+        assert r["meta"]["retracted_proposals"] == len(wrong) == 1, r["meta"]
+        i = wrong[0]
+        assert "(yes/no)" in msgs[i]["content"] and "(yes/no)" in msgs[i + 2]["content"]
+        assert msgs[i]["content"] != msgs[i + 2]["content"]
+        assert not is_proposal(msgs[i + 3]) and msgs[i + 3]["role"] == "user"  # the yes is to the right one
+        # nothing was written between the wrong proposal and the right one
+        assert not any(m.get("tool_calls") for m in msgs[i:i + 3])
+    plain = TeacherPolicy(corrections=0.0)
+    assert all(not plain.session(t, 0).wrong_first for t in tasks)
+    some = TeacherPolicy(corrections=0.5)
+    drawn = [some.session(t, 0).wrong_first for t in tasks]
+    assert drawn == [some.session(t, 5).wrong_first for t in tasks]  # per task, not per trial
+    assert 0 < sum(drawn) < len(tasks)

@@ -53,3 +53,19 @@ def test_sft_trace_masks_only_assistant_tokens(tiny_tok):
     assert "Status of #W1?" in context and '{"status": "pending"}' in context and "pending." not in context
     assert decode(tiny_tok, tr.input_ids).count("<think>\n\n</think>\n\n") == 2
     assert encode(tiny_tok, "<|im_end|>")[0] in tr.generated_ids()
+
+
+def test_an_agent_message_marked_not_to_train_is_context(tiny_tok):
+    """A retracted proposal (`"train": false`) is shown to the model but carries no loss; the text of
+    the conversation does not change."""
+    messages = [
+        {"role": "user", "content": "Cancel #W1, I ordered it by mistake."},
+        {"role": "assistant", "content": "Cancel #W1 as no longer needed (yes/no)?", "train": False},
+        {"role": "user", "content": "No, I ordered it by mistake."},
+        {"role": "assistant", "content": "Cancel #W1 as ordered by mistake (yes/no)?"},
+    ]
+    marked = trace_from_messages(tiny_tok, messages)
+    plain = trace_from_messages(tiny_tok, [{k: v for k, v in m.items() if k != "train"} for m in messages])
+    assert decode(tiny_tok, marked.input_ids) == decode(tiny_tok, plain.input_ids)
+    assert decode(tiny_tok, marked.generated_ids()) == "Cancel #W1 as ordered by mistake (yes/no)?<|im_end|>"
+    assert "no longer needed" in decode(tiny_tok, plain.generated_ids())
