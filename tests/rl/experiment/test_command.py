@@ -48,4 +48,4 @@ def test_the_committed_table_records_a_portable_command():
     command = json.loads((folder / "table.json").read_text())["command"]
     for text in (command, (folder / "table.md").read_text()):
         assert "://" not in text and "/work/" not in text and "/home/" not in text
-    assert command == "muarl experiment paper-table --recipe cpu-tiny --out var/run/c1"
+    assert command == "muarl experiment paper-table --recipe cpu-tiny --out var/run/c2"
