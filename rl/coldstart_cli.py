@@ -1,8 +1,10 @@
 """`muarl coldstart`: cold-start data for SFT, as JSONL records of OpenAI-style messages + tools.
 
-- `generate --tasks FILE --out FILE.jsonl [--agent teacher|oracle|openai:MODEL] [--user scripted|llm:MODEL]`:
-  pipeline (a), real tools on sandboxes; writes every episode to OUT.raw.jsonl and the records that
-  pass the quality filter to OUT (reward 1, valid calls, confirmation before every write).
+- `generate --tasks FILE --out FILE.jsonl [--agent teacher|oracle|openai:MODEL] [--user scripted|llm:MODEL]
+  [--corrections SHARE]`: pipeline (a), real tools on sandboxes; writes every episode to OUT.raw.jsonl
+  and the records that pass the quality filter to OUT (reward 1, valid calls, confirmation before
+  every write). `--corrections` (teacher only): the share of tasks whose first proposal is a wrong
+  one the customer corrects (rl/coldstart/teacher.py).
 - `synthesize --domains FILE --out FILE.jsonl --model M --base-url URL`: pipeline (b), tools simulated
   by an LLM from a small synthetic store in its prompt (rl/coldstart/synthetic.py).
 Bad input exits with code 2 and writes nothing.
@@ -63,6 +65,8 @@ def generate(
         refs = {t.snapshot for t in tasks}
         if len(refs) != 1:
             raise ValueError(f"tasks must share one store, found {sorted(refs)}")
+        if corrections and agent != "teacher":
+            raise ValueError(f"--corrections is for --agent teacher, not {agent!r}")
         pol = TeacherPolicy(corrections=corrections) if agent == "teacher" else make_policy(
             agent, **({"base_url": base_url} if base_url else {}))
         sim = make_user(user)

@@ -24,10 +24,18 @@ def test_coldstart_generate_init_sft_grpo(tmp_path, test_dbs, tau_data_dir):
     assert res.exit_code == 0, res.output
     data = tmp_path / "cold.jsonl"
     res = r.invoke(app, ["coldstart", "generate", "--tasks", str(tasks), "--out", str(data), "--concurrency", "2",
-                         "--database-url", test_dbs.server_url, "--data-dir", str(tau_data_dir)])
+                         "--database-url", test_dbs.server_url, "--data-dir", str(tau_data_dir),
+                         "--corrections", "1.0"])
     assert res.exit_code == 0, res.output
     kept = [json.loads(x) for x in data.read_text().splitlines()]
     assert kept and all(k["meta"]["reward"] == 1.0 for k in kept)
+    # every conversation with a proposal shows the corrected one, marked out of the loss
+    proposing = [k for k in kept if any("(yes/no)" in str(m.get("content")) for m in k["messages"])]
+    assert proposing and all(k["meta"].get("retracted_proposals") == 1 for k in proposing)
+    res = r.invoke(app, ["coldstart", "generate", "--tasks", str(tasks), "--out", str(tmp_path / "o.jsonl"),
+                         "--agent", "oracle", "--corrections", "0.5"])
+    assert res.exit_code == 2 and "--corrections is for --agent teacher" in res.output
+    assert not (tmp_path / "o.jsonl").exists()
     assert (tmp_path / "cold.raw.jsonl").exists()
     res = r.invoke(app, ["train", "init", "--corpus", str(data), "--out", str(tmp_path / "base"), "--recipe", "smoke"])
     assert res.exit_code == 0, res.output
