@@ -23,6 +23,7 @@ import zlib
 from typing import Any
 
 from backend.agent.llm import Completion
+from rl.coldstart.data import is_proposal
 from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
 from rl.policies.wording import describe
@@ -93,8 +94,7 @@ class TeacherSession:
         """A wrong proposal instead of `msg` (which is held for after the customer's no) when this
         conversation has one and `msg` is its first proposal; `msg` otherwise."""
         goal = self.oracle.goal
-        if not self.wrong_first or msg.get("tool_calls") or "(yes/no)" not in str(msg.get("content") or "") \
-                or goal is None or goal.action is None:
+        if not self.wrong_first or not is_proposal(msg) or goal is None or goal.action is None:
             return msg
         wrong = wrong_action(goal.action)
         if wrong is None:
