@@ -5,9 +5,7 @@ same goals, facts, decisions) through `VariedBank`, which takes every line the t
 say, splits it into sentences and replaces each sentence that a rule of `RULES` recognises by one
 of that rule's wordings, drawn per session (deterministic per task and seed). The wordings keep
 every value verbatim (order ids, addresses, payment methods, items, names, emails), so a model that
-copies values can still act, and the original sentence is always one of them. A goal's request is
-also said in each of several frames around each of several verb phrases ("Is it possible to cancel
-a recent order?"), with the order named in several ways.
+copies values can still act, and the original sentence is always one of them.
 
 Why: a tiny model trained on one phrasing per decision learns those phrases, not the words that
 carry the request, and fails with a customer who words the same request otherwise (issue 23: 32.4%
@@ -26,68 +24,36 @@ from rl.simulator.bank import TrainingBank
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.schema import Customer, Goal, Task
 
-# 4: requests in frames around verb phrases, orders named several ways; 3: a write spends the yes
-# (scripted-5); 2: reports its consent like the scripted customer
-VARIED_VERSION = "varied-4"
+# 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
+VARIED_VERSION = "varied-3"
 
 _O = r"(?P<o>my order \S+|one of my orders)"
-# Frames a request's verb phrase is said in (rules below: `_framed`), so that a goal's verb is seen in
-# many sentences around it rather than in a few whole sentences to learn by heart (session 25).
-FRAMES = ["I'd like to {vp}.", "Please {vp}.", "Can you {vp}?", "I need to {vp}.", "I want to {vp}.",
-          "Help me {vp}, please.", "Is it possible to {vp}?", "I'm reaching out to {vp}."]
-# The order a request names, as `{o}` says it: with its id, or without one (the agent must ask).
-ORDER_WORDS = {"my order {ref}": ["my order {ref}", "order number {ref}", "the order {ref}"],
-               "one of my orders": ["one of my orders", "an order I placed", "a recent order",
-                                    "one of the orders I made"]}
-
-
-def _framed(words: list[str], phrases: list[str]) -> list[str]:
-    """`words`, then each verb phrase in each frame (duplicates dropped, the original first)."""
-    out = list(words)
-    for vp in phrases:
-        out += [f.format(vp=vp) for f in FRAMES]
-    return list(dict.fromkeys(out))
-
-
-def order_words(o: str) -> list[str]:
-    """Every way `wordings` names the order `o` of a request ('my order #W1' or 'one of my orders')."""
-    if o.startswith("my order "):
-        return [w.format(ref=o.removeprefix("my order ")) for w in ORDER_WORDS["my order {ref}"]]
-    return ORDER_WORDS.get(o, [o])
-
-
 # (a training sentence, matched whole) -> its wordings; {name} is the match's group of that name.
 RULES: list[tuple[str, list[str]]] = [
     # greetings, closing
     (r"Hi!", ["Hi!", "Hello!", "Hi there.", "Hello, I need some help.", "Good morning."]),
     (r"Thanks, that's all I needed\.", ["Thanks, that's all I needed.", "That's everything, thank you.",
                                        "Thank you, that was all.", "Great, that's all for today."]),
-    # goals: the wordings of the first list, then every frame of `FRAMES` around every verb phrase
-    (rf"I'd like to cancel {_O}\.", _framed(["I'd like to cancel {o}.", "Please cancel {o}.", "Can you cancel {o}?",
-                                             "I want {o} cancelled.", "I need {o} cancelled, please.",
-                                             "I would like {o} to be cancelled."],
-                                            ["cancel {o}", "get {o} cancelled"])),
+    # goals
+    (rf"I'd like to cancel {_O}\.", ["I'd like to cancel {o}.", "Please cancel {o}.", "Can you cancel {o}?",
+                                     "I want {o} cancelled.", "I need {o} cancelled, please.",
+                                     "I would like {o} to be cancelled."]),
     (r"I want to cancel my order (?P<ref>\S+)\.", ["I want to cancel my order {ref}.", "Please cancel my order {ref}.",
                                                   "My order {ref} should be cancelled."]),
     (rf"I need to change the shipping address of {_O}\.",
-     _framed(["I need to change the shipping address of {o}.", "The shipping address of {o} needs to change.",
-              "I want {o} shipped to a different address.", "Can you update the address on {o}?",
-              "Please change the delivery address of {o}.", "I'd like {o} to go to a new address."],
-             ["change the shipping address of {o}", "update the delivery address of {o}",
-              "have {o} shipped to a new address"])),
+     ["I need to change the shipping address of {o}.", "The shipping address of {o} needs to change.",
+      "I want {o} shipped to a different address.", "Can you update the address on {o}?",
+      "Please change the delivery address of {o}.", "I'd like {o} to go to a new address."]),
     (rf"I want to return something from {_O}\.",
-     _framed(["I want to return something from {o}.", "I'd like to return an item from {o}.",
-              "Can I return something from {o}?", "I need to return part of {o}.",
-              "Please help me return something I got in {o}."],
-             ["return something from {o}", "return an item from {o}", "return part of {o}"])),
+     ["I want to return something from {o}.", "I'd like to return an item from {o}.",
+      "Can I return something from {o}?", "I need to return part of {o}.",
+      "Please help me return something I got in {o}."]),
     (rf"I want to pay for {_O} with a different payment method\.",
-     _framed(["I want to pay for {o} with a different payment method.", "I'd like to change the payment method of {o}.",
-              "Can I use another payment method for {o}?"],
-             ["pay for {o} with a different payment method", "change the payment method of {o}"])),
+     ["I want to pay for {o} with a different payment method.", "I'd like to change the payment method of {o}.",
+      "Can I use another payment method for {o}?"]),
     (rf"I want to (?P<verb>change|exchange) an item in {_O}\.",
-     _framed(["I want to {verb} an item in {o}.", "I'd like to {verb} something in {o}.",
-              "Can I {verb} one of the items in {o}?"],
-             ["{verb} an item in {o}", "{verb} something in {o}"])),
+     ["I want to {verb} an item in {o}.", "I'd like to {verb} something in {o}.",
+      "Can I {verb} one of the items in {o}?"]),
     (r"I moved and need to update my default address\.",
      ["I moved and need to update my default address.", "I have moved, so my default address needs updating.",
       "My address changed and my account's default address should be updated."]),
@@ -173,11 +139,7 @@ def wordings(sentence: str) -> list[str]:
     for pattern, words in _RULES:
         m = pattern.fullmatch(body)
         if m:
-            groups = m.groupdict()
-            if "o" in groups:  # the order the request names, in each of its wordings
-                out = [w.format(**{**groups, "o": o}) for w in words for o in order_words(groups["o"])]
-            else:
-                out = [w.format(**groups) for w in words]
+            out = [w.format(**m.groupdict()) for w in words]
             break
     else:
         out = [body]

@@ -11,7 +11,7 @@ import pytest
 from rl.simulator.base import make_user
 from rl.simulator.heldout import HeldOutCustomer
 from rl.simulator.scripted import ScriptedCustomer
-from rl.simulator.varied import FRAMES, LEADS, ORDER_WORDS, RULES, VARIED_VERSION, VariedCustomer, wordings
+from rl.simulator.varied import LEADS, RULES, VARIED_VERSION, VariedCustomer, wordings
 from rl.tasks.generator import SCHEDULE, generate_tasks
 from rl.tasks.stores import resolve_store, synthetic_ref
 from tests.rl.simulator.probe import probe
@@ -51,19 +51,7 @@ def test_wordings_of_a_sentence_and_of_a_lead_in():
     assert wordings("I'd like to cancel my order #W1.")[0] == "I'd like to cancel my order #W1."
     assert "Please cancel my order #W1." in wordings("I'd like to cancel my order #W1.")
     led = wordings("Instead, i'd like to cancel one of my orders.")
-    plain = wordings("I'd like to cancel one of my orders.")
-    assert len(led) == len(LEADS["Instead, "]) * len(plain) and "Rather, please cancel one of my orders." in led
-    assert "Rather, is it possible to get a recent order cancelled?" in led
-
-
-def test_a_request_in_every_frame_with_its_order_named_several_ways():
-    said = wordings("I need to change the shipping address of my order #W1234567.")
-    assert said[0] == "I need to change the shipping address of my order #W1234567."
-    for frame in FRAMES:  # every frame around every verb phrase, with the id kept verbatim
-        assert frame.format(vp="update the delivery address of order number #W1234567") in said
-    assert all("#W1234567" in s for s in said) and len(said) == len(set(said))
-    assert {o for o in ORDER_WORDS["one of my orders"] if f"Please cancel {o}." in
-            wordings("I'd like to cancel one of my orders.")} == set(ORDER_WORDS["one of my orders"])
+    assert len(led) == len(LEADS["Instead, "]) * 6 and "Rather, please cancel one of my orders." in led
     assert wordings("Something nobody scripted.") == ["Something nobody scripted."]
 
 
