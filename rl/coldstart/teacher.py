@@ -26,7 +26,7 @@ from backend.agent.llm import Completion
 from rl.coldstart.data import is_proposal
 from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
-from rl.policies.wording import describe
+from rl.policies.wording import proposal
 from rl.simulator.varied import wordings
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import order_ref
@@ -101,7 +101,7 @@ class TeacherSession:
             return msg
         self.wrong_first = False
         self.held = msg
-        return text_message(f"To confirm, I will {describe(wrong, messages)}. Do you confirm (yes/no)?")
+        return text_message(proposal(wrong, messages))
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""

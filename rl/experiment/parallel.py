@@ -52,6 +52,11 @@ class Job:
     stage: str  # grpo_<run> or eval_<model> (rl/experiment/plan.py `result_marker`)
     needs: str  # the stage whose result it starts from
     cost: float = 1.0
+    also: tuple[str, ...] = ()  # stages it waits for besides its input
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.needs, *self.also)
 
 
 def training_and_evaluation_jobs(recipe: ExperimentRecipe, customers: int = 1) -> list[Job]:
@@ -64,7 +69,10 @@ def training_and_evaluation_jobs(recipe: ExperimentRecipe, customers: int = 1) -
             needs = "sft" if GRPO_RUNS[row][0] == "cold_start" else "base_model"
             for run in (r for r in grpo_runs(recipe) if r.row == row):
                 jobs.append(Job(f"grpo_{run.name}", needs, GRPO_COST))
-                jobs.append(Job(f"eval_{run.name}", f"grpo_{run.name}", ev))
+                # a run from the base waits for the base's evaluation: when GRPO left the weights as
+                # they were (no reward, no step), that evaluation is its own (stages.py `evaluate`)
+                also = ("eval_base",) if GRPO_RUNS[row][0] == "base" else ()
+                jobs.append(Job(f"eval_{run.name}", f"grpo_{run.name}", ev, also))
         else:
             jobs.append(Job(f"eval_{row}", "sft" if row == "cold_start" else "base_model", ev))
     return jobs
@@ -72,15 +80,15 @@ def training_and_evaluation_jobs(recipe: ExperimentRecipe, customers: int = 1) -
 
 def chain_cost(jobs: list[Job], stage: str) -> float:
     """`stage`'s cost plus that of the longest chain of jobs that wait for it."""
-    after = [j.stage for j in jobs if j.needs == stage]
+    after = [j.stage for j in jobs if stage in j.inputs]
     own = next(j.cost for j in jobs if j.stage == stage)
     return own + max((chain_cost(jobs, s) for s in after), default=0.0)
 
 
 def next_job(jobs: list[Job], finished: set[str], started: set[str]) -> Job | None:
-    """The ready job (its input finished, itself not started) with the longest chain behind it;
+    """The ready job (its inputs finished, itself not started) with the longest chain behind it;
     ties go to the earlier job in `jobs`."""
-    ready = [j for j in jobs if j.needs in finished and j.stage not in started and j.stage not in finished]
+    ready = [j for j in jobs if set(j.inputs) <= finished and j.stage not in started and j.stage not in finished]
     return max(ready, key=lambda j: chain_cost(jobs, j.stage), default=None)
 
 

@@ -209,6 +209,8 @@ class Stages:
         marker = result_marker(self.out, f"eval_{model_name}")
         if stage_done(self.out, f"eval_{model_name}", self.customers):
             return json.loads(marker.read_text())
+        if self._same_as_base(model_name):
+            return self._reuse_base_evaluation(model_name)
         from rl.models.tiny import load_model_folder
         from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
@@ -236,6 +238,29 @@ class Stages:
         marker.write_text(json.dumps(out, indent=1))
         return out
 
+    def _same_as_base(self, model_name: str) -> bool:
+        """Whether `model_name` has the base model's very weights (a GRPO run from the random base
+        that never got a reward takes no step) and the base's evaluation is done: playing it again
+        would repeat that evaluation, decoding and customer seeds alike."""
+        return (model_name != "base" and stage_done(self.out, "eval_base", self.customers)
+                and weights_digest(self.model_dir(model_name)) == weights_digest(self.model_dir("base")))
+
+    def _reuse_base_evaluation(self, model_name: str) -> dict[str, Any]:
+        """The base's evaluation (its figures and episodes) as `model_name`'s, marked `same_weights_as`."""
+        import shutil
+
+        folder = self.out / "eval" / model_name
+        tmp = folder.with_name(folder.name + ".tmp")  # the marker appears only with the whole copy
+        for old in (tmp, folder):
+            if old.exists():
+                shutil.rmtree(old)
+        shutil.copytree(self.out / "eval" / "base", tmp)
+        out = {**json.loads((tmp / "result.json").read_text()), "model": model_name, "same_weights_as": "base"}
+        (tmp / "result.json").write_text(json.dumps(out, indent=1))
+        tmp.rename(folder)
+        self.report.stage(f"evaluate {model_name}: the base's weights, its evaluation reused", None)
+        return out
+
     def _play(self, policy: Any, spec: str, tasks: list[Task], trials: int, folder: Path,
               seed: int) -> dict[str, Any]:
         from rl.env.episode import EpisodeLimits
@@ -252,6 +277,17 @@ class Stages:
             snapshots={r.store: self.env.snapshot},
             on_episode=lambda _t: self.report.advance(1), max_sandboxes=self.env.max_sandboxes))
         return {**result.summary, "task_success": task_success(tasks, result.trajectories)}
+
+
+def weights_digest(folder: Path) -> str:
+    """A digest of a model folder's weight files (`*.safetensors`): equal digests, equal weights."""
+    h = hashlib.sha256()
+    for path in sorted(folder.glob("*.safetensors")):
+        h.update(path.name.encode())
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 def evaluation_result(customer: str, greedy: dict[str, Any], sampled: dict[str, Any] | None) -> dict[str, Any]:

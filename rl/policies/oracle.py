@@ -211,8 +211,7 @@ class OracleSession:
     def _propose(self, g: Goal, messages: list[Message]) -> Message:
         self.phase = "proposed"
         assert g.action is not None
-        return text_message(f"To confirm, I will {W.describe(g.action, messages)}. "
-                            "Do you confirm (yes/no)?")
+        return text_message(W.proposal(g.action, messages))
 
 
 def _call_name(messages: list[Message], call_id: Any) -> str | None:

@@ -83,6 +83,12 @@ def describe(action: Action, messages: list[Message]) -> str:
     return f"run {n} with {json.dumps(a)}"
 
 
+def proposal(action: Action, messages: list[Message]) -> str:
+    """The request for the customer's yes before `action` (the cold-start teacher's wrong proposals
+    say the same, so that only the action differs)."""
+    return f"To confirm, I will {describe(action, messages)}. Do you confirm (yes/no)?"
+
+
 def refusal(goal: Goal, messages: list[Message]) -> str:
     """What the oracle cannot do, in a few words."""
     a = goal.action

@@ -64,6 +64,10 @@ async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_los
         i = wrong[0]
         assert "(yes/no)" in msgs[i]["content"] and "(yes/no)" in msgs[i + 2]["content"]
         assert msgs[i]["content"] != msgs[i + 2]["content"]
+        # worded alike (rl/policies/wording.py `proposal`): only the action tells them apart
+        for m in (msgs[i], msgs[i + 2]):
+            said = m["content"]
+            assert said.startswith("To confirm, I will ") and said.endswith(". Do you confirm (yes/no)?")
         assert not is_proposal(msgs[i + 3]) and msgs[i + 3]["role"] == "user"  # the yes is to the right one
         # nothing was written between the wrong proposal and the right one
         assert not any(m.get("tool_calls") for m in msgs[i:i + 3])

@@ -9,6 +9,7 @@ import pytest
 from rl.experiment.paper_table import ROWS, Experiment, build_task_sets, customer_bucket, round_robin
 from rl.experiment.plan import evaluated_models
 from rl.experiment.recipe import get_recipe
+from rl.experiment.stages import weights_digest
 
 GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 
@@ -69,6 +70,12 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
                                 ("no_cold_start_s0", "base", 0), ("static_query_s0", "cold_start", 0)]:
         manifest = json.loads((out / "models" / model / "manifest.json").read_text())
         assert manifest["parent"] == parent and manifest["training"]["config"]["seed"] == seed
+    # GRPO from the random base: with its weights unchanged it takes the base's evaluation, else its own
+    same = weights_digest(out / "models" / "no_cold_start_s0") == weights_digest(out / "models" / "base")
+    evaluated = json.loads((out / "eval" / "no_cold_start_s0" / "result.json").read_text())
+    assert (evaluated.get("same_weights_as") == "base") == same
+    if same:
+        assert on_disk["models"]["no_cold_start_s0"] == on_disk["models"]["base"]
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
     assert (out / "plots" / "grpo_reward_by_category.png").stat().st_size > 0
     assert json.loads((out / "grpo" / "mua_rl_s0" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]

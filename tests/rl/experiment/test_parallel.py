@@ -23,6 +23,9 @@ def test_each_grpo_run_starts_from_its_model_and_each_model_is_evaluated_after_i
                     **{f"eval_mua_rl_s{s}": f"grpo_mua_rl_s{s}" for s in range(3)},
                     "grpo_no_cold_start_s0": "base_model", "eval_no_cold_start_s0": "grpo_no_cold_start_s0",
                     "grpo_static_query_s0": "sft", "eval_static_query_s0": "grpo_static_query_s0"}
+    # a run from the base is evaluated after the base, whose evaluation it takes when its weights are the base's
+    waits = {j.stage: j.also for j in training_and_evaluation_jobs(RECIPE) if j.also}
+    assert waits == {"eval_no_cold_start_s0": ("eval_base",)}
     # every ablation seed when the recipe asks; GRPO seeds follow grpo.seed
     seeded = RECIPE.model_copy(update={"ablation_seeds": 3, "grpo": RECIPE.grpo.model_copy(update={"seed": 7})})
     stages = {j.stage for j in training_and_evaluation_jobs(seeded)}
@@ -31,9 +34,13 @@ def test_each_grpo_run_starts_from_its_model_and_each_model_is_evaluated_after_i
 
 def test_longest_chain_first_and_nothing_before_its_input():
     jobs = training_and_evaluation_jobs(RECIPE)
-    assert chain_cost(jobs, "grpo_mua_rl_s0") == 11.0 and chain_cost(jobs, "eval_base") == 1.0
+    assert chain_cost(jobs, "grpo_mua_rl_s0") == 11.0 and chain_cost(jobs, "eval_base") == 2.0
+    # an evaluation waits for every one of its inputs
+    assert next_job(jobs, {"base_model", "grpo_no_cold_start_s0"}, {"eval_base"}) is None
+    assert next_job(jobs, {"base_model", "grpo_no_cold_start_s0", "eval_base"}, set()).stage == "eval_no_cold_start_s0"
     # two customers and four trials make an evaluation five times one greedy pass
-    assert chain_cost(training_and_evaluation_jobs(RECIPE.model_copy(update={"eval_trials": 4}), 2), "eval_base") == 5.0
+    assert chain_cost(training_and_evaluation_jobs(RECIPE.model_copy(update={"eval_trials": 4}), 2),
+                      "eval_cold_start") == 5.0
     # right after the base model only the base model's stages are ready: its GRPO run goes first
     assert next_job(jobs, {"base_model"}, set()).stage == "grpo_no_cold_start_s0"
     assert next_job(jobs, {"base_model"}, {"grpo_no_cold_start_s0"}).stage == "eval_base"

@@ -80,3 +80,40 @@ def test_each_stage_has_one_marker_and_unknown_stages_are_an_error(tmp_path):
     assert result_marker(tmp_path, "eval_cold_start") == tmp_path / "eval" / "cold_start" / "result.json"
     with pytest.raises(ValueError, match="no such stage"):
         result_marker(tmp_path, "train_everything")
+
+
+def _evaluated_base(tmp_path, customers):
+    """A run folder with a base model, its finished evaluation and a GRPO model from it."""
+    for name in ("base", "no_cold_start_s0"):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / "model.safetensors").write_bytes(b"the base's weights")
+    ev = tmp_path / "eval" / "base"
+    (ev / "heldout" / "greedy").mkdir(parents=True)
+    (ev / "heldout" / "greedy" / "episodes.jsonl").write_text('{"task_id": "t1"}\n')
+    result = {"model": "base", "customers": dict.fromkeys(customers, {"pass1": 0.0})}
+    (ev / "result.json").write_text(json.dumps(result))
+
+
+def test_a_model_with_the_base_weights_takes_the_base_evaluation(tmp_path):
+    from rl.experiment.stages import weights_digest
+
+    st = Stages(get_recipe("smoke"), tmp_path, env=None, report=_Quiet(), customers=["heldout"])
+    _evaluated_base(tmp_path, ["heldout"])
+    # env=None: playing an episode would fail, so the result can only be the base's, copied
+    out = st.evaluate("no_cold_start_s0", tasks=[])
+    assert out == {"model": "no_cold_start_s0", "customers": {"heldout": {"pass1": 0.0}}, "same_weights_as": "base"}
+    ev = tmp_path / "eval" / "no_cold_start_s0"
+    assert json.loads((ev / "result.json").read_text()) == out
+    assert (ev / "heldout" / "greedy" / "episodes.jsonl").read_text() == '{"task_id": "t1"}\n'
+    assert not ev.with_name("no_cold_start_s0.tmp").exists()
+    # other weights: not the same model, nothing reused
+    (tmp_path / "models" / "no_cold_start_s0" / "model.safetensors").write_bytes(b"one GRPO step later")
+    assert weights_digest(tmp_path / "models" / "no_cold_start_s0") != weights_digest(tmp_path / "models" / "base")
+    assert not st._same_as_base("no_cold_start_s0")
+
+
+def test_the_base_evaluation_is_reused_only_when_it_holds_every_customer(tmp_path):
+    st = Stages(get_recipe("smoke"), tmp_path, env=None, report=_Quiet(), customers=["heldout", "scripted"])
+    _evaluated_base(tmp_path, ["heldout"])  # the base was evaluated before a customer was added
+    assert not st._same_as_base("no_cold_start_s0")
+    assert not st._same_as_base("base")
