@@ -71,7 +71,8 @@ def seed_gains(control: Result, runs: dict[int, Result]) -> dict[str, Any]:
 def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
     """What a reader must know about a row that is not a finding: the base is a random network; a
     GRPO row whose runs had no reward signal (every rollout of every step scored 0) learned nothing
-    from GRPO; an ablation that ran for fewer seeds than MUA-RL says so."""
+    from GRPO, and one that kept the base's weights took the base's evaluation; an ablation that ran
+    for fewer seeds than MUA-RL says so."""
     notes = {"base": "random initialisation, never trained on any text: the floor, not a baseline"}
     runs = grpo_runs(recipe)
     n_main = sum(r.row == "mua_rl" for r in runs)
@@ -86,12 +87,22 @@ def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
             start = GRPO_RUNS[row][0]
             said.append(f"GRPO from the {'random base' if start == 'base' else start}: none of its {rollouts} "
                         "rollouts earned any reward, so every advantage was 0 and GRPO had no signal")
+        reused = [r.name for r in mine if _same_weights_as(out, r.name) == "base"]
+        if reused:
+            said.append(f"{', '.join(reused)} kept the base's very weights, so the base's evaluation is "
+                        f"{'its' if len(reused) == 1 else 'theirs'} (not played again)")
         if len(mine) < n_main:
             said.append(f"{len(mine)} seed{'s' if len(mine) > 1 else ''} (GRPO seed "
                         f"{', '.join(str(r.seed) for r in mine)}), MUA-RL {n_main}")
         if said:
             notes[row] = "; ".join(said)
     return notes
+
+
+def _same_weights_as(out: Path, model: str) -> str | None:
+    """The model whose evaluation `model` took because it has that model's weights (stages.py)."""
+    path = out / "eval" / model / "result.json"
+    return json.loads(path.read_text()).get("same_weights_as") if path.exists() else None
 
 
 def _metrics(path: Path) -> list[dict[str, Any]]:

@@ -65,6 +65,12 @@ def test_notes_say_which_rows_are_no_finding(tmp_path):
     assert "1 seed (GRPO seed 0), MUA-RL 2" in notes["no_cold_start"]
     assert notes["static_query"] == "1 seed (GRPO seed 0), MUA-RL 2" and "mua_rl" not in notes
     assert "random initialisation" in notes["base"]
+    assert "base's evaluation" not in notes["no_cold_start"]
+    # a run that kept the base's weights took the base's evaluation (rl/experiment/stages.py), and says so
+    (tmp_path / "eval" / "no_cold_start_s0").mkdir(parents=True)
+    (tmp_path / "eval" / "no_cold_start_s0" / "result.json").write_text(json.dumps({"same_weights_as": "base"}))
+    assert "no_cold_start_s0 kept the base's very weights, so the base's evaluation is its" in \
+        row_notes(tmp_path, RECIPE)["no_cold_start"]
 
 
 def test_the_table_keeps_rows_for_every_customer_and_shows_every_seed(tmp_path):
