@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from rl.experiment.plan import GRPO_RUNS, ROW_LABELS, grpo_runs, row_models
+from rl.experiment.plan import GRPO_RUNS, ROW_LABELS, grpo_runs, result_marker, row_models
 from rl.experiment.recipe import ExperimentRecipe
 
 Result = dict[str, Any]  # one model's figures with one customer (stages.py `evaluation_result`)
@@ -101,7 +101,7 @@ def row_notes(out: Path, recipe: ExperimentRecipe) -> dict[str, str]:
 
 def _same_weights_as(out: Path, model: str) -> str | None:
     """The model whose evaluation `model` took because it has that model's weights (stages.py)."""
-    path = out / "eval" / model / "result.json"
+    path = result_marker(out, f"eval_{model}")
     return json.loads(path.read_text()).get("same_weights_as") if path.exists() else None
 
 
