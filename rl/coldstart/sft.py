@@ -4,6 +4,13 @@ GRPO later trains on. Conversations are rendered with the same appended layout a
 (`trace_from_messages`). Loss is the token mean over all assistant tokens of an optimizer batch.
 Defaults follow the paper (batch 128 conversations, 2 epochs, AdamW, lr 5e-6, cosine decay); the
 tiny recipe sets its own. Input: JSONL records `{"messages": [...], "tools": [...]}`.
+
+`input_noise` inserts random tokens into the customer's messages (never into tool results or the
+agent's own tokens), drawn afresh for every batch: a model trained from scratch on our own text has
+never seen most words a real customer may use, and a token it never read derails it (the held-out
+customer's "Could you cancel ..." is answered with an address change); random tokens among the
+words it knows teach it to read past the ones it does not. Nothing is removed, so every value the
+agent must copy is still there.
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ from typing import Any
 
 import structlog
 import torch
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from rl.chat.format import IM_END
 from rl.grpo.logprobs import micro_batches, token_logprobs
 from rl.grpo.trace import Trace, trace_from_messages
+from rl.models.tokenizer import encode
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +46,8 @@ class SFTConfig(BaseModel):
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     max_tokens: int = 8192  # conversations longer than this are dropped (counted)
+    # probability of a random token inserted before each token of a customer's message (module doc)
+    input_noise: float = Field(default=0.0, ge=0.0, lt=1.0)
     seed: int = 0
 
 
@@ -54,6 +65,48 @@ def build_traces(tok: PreTrainedTokenizerBase, records: list[dict[str, Any]], ma
             continue
         traces.append(t)
     return traces, dropped
+
+
+def customer_spans(tok: PreTrainedTokenizerBase, trace: Trace) -> list[tuple[int, int]]:
+    """[start, end) of the words of each customer message in `trace`: a user turn's content, not a
+    tool result (rendered as a user turn that opens with `<tool_response>`)."""
+    head = encode(tok, "<|im_start|>user\n")
+    tool, end = encode(tok, "<tool_response>"), encode(tok, IM_END)
+    ids, spans, n = trace.input_ids, [], len(head)
+    for i in range(len(ids) - n):
+        if ids[i:i + n] != head or ids[i + n:i + n + len(tool)] == tool:
+            continue
+        j = i + n
+        while j < len(ids) and ids[j:j + len(end)] != end:
+            j += 1
+        spans.append((i + n, j))
+    return spans
+
+
+def with_input_noise(trace: Trace, spans: list[tuple[int, int]], rng: random.Random, p: float,
+                     vocab: range) -> Trace:
+    """A copy of `trace` with a token drawn from `vocab` inserted before each customer token with
+    probability `p`; inserted tokens are context (no loss)."""
+    ids, mask, lps = trace.input_ids, trace.loss_mask, trace.logprobs
+    out = Trace()
+    cursor = 0
+    for start, stop in spans:
+        out.input_ids += ids[cursor:start]
+        out.loss_mask += mask[cursor:start]
+        out.logprobs += lps[cursor:start]
+        for k in range(start, stop):
+            if rng.random() < p:
+                out.input_ids.append(rng.choice(vocab))
+                out.loss_mask.append(0)
+                out.logprobs.append(0.0)
+            out.input_ids.append(ids[k])
+            out.loss_mask.append(mask[k])
+            out.logprobs.append(lps[k])
+        cursor = stop
+    out.input_ids += ids[cursor:]
+    out.loss_mask += mask[cursor:]
+    out.logprobs += lps[cursor:]
+    return out
 
 
 def sft_loss(model: PreTrainedModel, traces: list[Trace], micro_batch_tokens: int, pad_id: int,
@@ -79,6 +132,10 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
     if not traces:
         raise ValueError("no usable conversations for SFT (all empty or longer than max_tokens)")
     rng = random.Random(cfg.seed)
+    noise_rng = random.Random(f"input-noise:{cfg.seed}")
+    spans = [customer_spans(tok, t) for t in traces] if cfg.input_noise else []
+    # ordinary tokens only: the special ids (chat template, tool markup, reserved) sit below them
+    vocab = range(max(tok.all_special_ids) + 1, len(tok))
     per_epoch = max(1, math.ceil(len(traces) / cfg.batch_size))
     total_steps = max(1, round(per_epoch * cfg.epochs))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -97,7 +154,8 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
             fresh = list(range(len(traces)))
             rng.shuffle(fresh)
             order += fresh
-        batch = [traces[i] for i in order[: cfg.batch_size]]
+        batch = [with_input_noise(traces[i], spans[i], noise_rng, cfg.input_noise, vocab) if cfg.input_noise
+                 else traces[i] for i in order[: cfg.batch_size]]
         order = order[cfg.batch_size:]
         for g in opt.param_groups:
             g["lr"] = lr_at(step)

@@ -52,3 +52,41 @@ def test_loss_ignores_everything_but_assistant_tokens():
     assert [t.n_generated for t in a] == [t.n_generated for t in b]
     la, na, _ = sft_loss(model, a, 4096, tok.pad_token_id, backward=False)
     assert na == sum(t.n_generated for t in a) and la > 0
+
+
+def test_input_noise_inserts_only_into_customer_messages():
+    import random
+
+    from rl.coldstart.sft import customer_spans, with_input_noise
+
+    recs = _records(2)
+    tok = train_bpe([render_conversation(r["messages"], r["tools"]) for r in recs], vocab_size=300)
+    trace = build_traces(tok, recs, 4096)[0][0]
+    spans = customer_spans(tok, trace)
+    assert [tok.decode(trace.input_ids[a:b]) for a, b in spans] == ["What is the status of #W4000?"]
+    vocab = range(max(tok.all_special_ids) + 1, len(tok))
+    noisy = with_input_noise(trace, spans, random.Random(0), 0.5, vocab)
+    added = len(noisy) - len(trace)
+    assert 0 < added <= spans[0][1] - spans[0][0]
+    # everything outside the customer's words is untouched, before and after it, loss mask included
+    a, b = spans[0]
+    assert noisy.input_ids[:a] == trace.input_ids[:a] and noisy.loss_mask[:a] == trace.loss_mask[:a]
+    assert noisy.input_ids[b + added:] == trace.input_ids[b:] and noisy.loss_mask[b + added:] == trace.loss_mask[b:]
+    # the customer's own tokens are all still there, in order, with no loss on anything inserted
+    inside = noisy.input_ids[a:b + added]
+    it = iter(inside)
+    assert all(t in it for t in trace.input_ids[a:b])
+    assert noisy.loss_mask[a:b + added] == [0] * (b - a + added) and noisy.n_generated == trace.n_generated
+    assert all(t in vocab for t in inside if t not in trace.input_ids[a:b])
+    assert with_input_noise(trace, spans, random.Random(0), 0.0, vocab).input_ids == trace.input_ids
+
+
+def test_sft_with_input_noise_still_learns():
+    recs = _records()
+    tok = train_bpe([render_conversation(r["messages"], r["tools"]) for r in recs], vocab_size=400)
+    model = build_tiny_model(tok, MICRO)
+    traces, _ = build_traces(tok, recs, 4096)
+    start, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    sft_train(model, tok, recs, SFTConfig(epochs=25, batch_size=6, lr=1e-2, warmup_steps=2, input_noise=0.2))
+    end, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    assert end < 0.3 * start, (start, end)
