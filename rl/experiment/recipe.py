@@ -114,7 +114,7 @@ class ExperimentRecipe(BaseModel):
     # target (the runs before issue 23 drifted to 0.4-1.4 with a fixed 0.001)
     grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=2e-4, kl_coef=0.01, kl_target=0.2,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
-                                  mini_batches=2, loss_agg="seq-mean-token-mean")
+                                  mini_batches=2, loss_agg="seq-mean-token-mean", keep_rollouts=True)
     # GRPO runs of `mua_rl` from the one cold start, with GRPO seeds grpo.seed, grpo.seed + 1, ...;
     # the ablations (`no_cold_start`, `static_query`) run for the first `ablation_seeds` of them (0:
     # none, the table has no ablation rows: a check of MUA-RL's gain on another task seed).

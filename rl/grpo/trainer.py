@@ -17,12 +17,16 @@ Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
 group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`: the training dynamics
 of rl/grpo/dynamics.py, and from the update the KL to the reference, the coefficient it was weighed
-with, entropy, clip fraction and the share of forced tokens (one token allowed).
+with, entropy, clip fraction and the share of forced tokens (one token allowed). With
+`keep_rollouts`, every rollout of a step also goes to `DIR/rollouts.jsonl.gz`: the text the model
+read and wrote (decoded from its trace) with its step, task, kind, trial, reward and how it ended,
+the sampled episodes GRPO learns from, to read when a kind earns no reward.
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import random
 import time
@@ -82,6 +86,7 @@ class GRPOConfig(BaseModel):
     loss_agg: str = "token-mean"  # or "seq-mean-token-mean" (verl's loss_agg_mode; rl/grpo/algorithm.py)
     save_every: int = 1
     keep_checkpoints: int = 2
+    keep_rollouts: bool = False  # every rollout's text to rollouts.jsonl.gz (module doc)
     seed: int = 0
 
     @field_validator("loss_agg")
@@ -128,6 +133,8 @@ class GRPOTrainer:
             if generation:
                 metrics["generation"] = dict(generation)
             self.step += 1
+            if self.cfg.keep_rollouts:
+                self._keep_rollouts(traces)
             with (self.out / "metrics.jsonl").open("a") as f:
                 f.write(json.dumps(metrics) + "\n")
             log.info("grpo.step", **{k: v for k, v in metrics.items() if not isinstance(v, dict)})
@@ -137,6 +144,15 @@ class GRPOTrainer:
             if on_step is not None:
                 on_step(metrics)
         return history
+
+    def _keep_rollouts(self, traces: list[Trace]) -> None:
+        # one gzip member per step: appending keeps earlier steps intact, and a reader sees one stream
+        with gzip.open(self.out / "rollouts.jsonl.gz", "at") as f:
+            for t in traces:
+                info = {k: t.info.get(k) for k in ("category", "trial", "turns", "ended_by")}
+                f.write(json.dumps({"step": self.step, "task_id": t.task_id, "reward": t.reward,
+                                    "excluded": t.excluded, **info,
+                                    "text": self.tok.decode(t.input_ids)}) + "\n")
 
     def step_tasks(self, step: int) -> list[Any]:
         """The tasks step `step` samples (stratified over kinds unless `stratify` is off)."""
@@ -254,4 +270,10 @@ class GRPOTrainer:
         if metrics.exists():  # drop steps logged after the checkpoint
             lines = [ln for ln in metrics.read_text().splitlines() if ln and json.loads(ln)["step"] <= self.step]
             metrics.write_text("".join(ln + "\n" for ln in lines))
+        rollouts = self.out / "rollouts.jsonl.gz"
+        if rollouts.exists():  # likewise the rollouts of those steps
+            with gzip.open(rollouts, "rt") as f:
+                kept = [ln for ln in f if json.loads(ln)["step"] <= self.step]
+            with gzip.open(rollouts, "wt") as f:
+                f.writelines(kept)
         log.info("grpo.resumed", step=self.step, checkpoint=str(folder))

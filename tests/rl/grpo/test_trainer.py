@@ -86,6 +86,34 @@ def test_checkpoint_resume(tiny_tok, tiny_model, tiny_manifest, tmp_path):
     assert [json.loads(x)["step"] for x in lines] == [1, 2, 3]
 
 
+def test_kept_rollouts_hold_every_rollout_of_each_step_and_follow_a_resume(tiny_tok, tiny_model, tmp_path):
+    import gzip
+
+    from rl.grpo.trainer import GRPOTrainer as T
+    rollout = toy_rollout_fn(tiny_tok)
+    cfg = GRPOConfig(steps=3, tasks_per_step=2, group_size=4, lr=1e-3, save_every=2, keep_rollouts=True)
+    T(tiny_model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / "r").run()
+
+    def kept():
+        with gzip.open(tmp_path / "r" / "rollouts.jsonl.gz", "rt") as f:
+            return [json.loads(line) for line in f]
+
+    rows = kept()
+    assert [r["step"] for r in rows] == [1] * 8 + [2] * 8 + [3] * 8
+    assert {r["task_id"] for r in rows if r["step"] == 1} <= {"0", "1", "2", "3"}
+    assert all("hello" in r["text"] and "again" in r["text"] and r["reward"] in (0.0, 1.0) for r in rows)
+    # interrupted after step 3's rollouts but with step 2 the last checkpoint: step 3 is played again
+    (tmp_path / "r" / "checkpoints" / "latest").write_text("step_00002")
+    resumed = T(tiny_model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / "r")
+    assert resumed.step == 2 and [r["step"] for r in kept()] == [1] * 8 + [2] * 8
+    resumed.run()
+    assert [r["step"] for r in kept()] == [1] * 8 + [2] * 8 + [3] * 8
+    # off by default
+    T(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"keep_rollouts": False, "steps": 1}),
+      tmp_path / "off").run()
+    assert not (tmp_path / "off" / "rollouts.jsonl.gz").exists()
+
+
 def test_mini_batches_make_several_optimizer_steps_on_one_rollout_batch(tiny_tok, tiny_model, tmp_path):
     torch.manual_seed(1)
     rollout = toy_rollout_fn(tiny_tok)
