@@ -24,8 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-AFFIRMATIVE = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|please do|sure|correct|proceed|ok|okay|"
-                         r"alright|that's right)\b", re.I)
+AFFIRMATIVE = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|please do|sure|correct|proceed|ok|okay)\b",
+                         re.I)
 
 
 def record_from_trajectory(traj: Any, tools: list[dict[str, Any]], source: str) -> dict[str, Any]:

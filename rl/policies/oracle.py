@@ -32,8 +32,8 @@ EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 # A name introduced as customers introduce themselves, and a five-digit zip named as a zip or postal code.
 NAME = re.compile(r"(?i:\bname is|\bname's|\bthe name|\bI'm|\bI am|\bthis is)\s+([A-Z][\w'-]*) ([A-Z][\w'-]*)")
 ZIP = re.compile(r"\b(?:zip|postal|post)(?: ?code)?(?: is)?:?\s+(\d{5})\b", re.I)
-AFFIRMATIVE = re.compile(r"^\W*(yes|yeah|yep|sure|correct|confirm|confirmed|i confirm|go ahead|please proceed|"
-                         r"please go ahead|that's right|right|alright|ok(ay)?,? (please )?go)\b", re.I)
+AFFIRMATIVE = re.compile(r"^\W*(yes|yeah|yep|sure|correct|confirm|i confirm|go ahead|please proceed|ok(ay)?,? go)\b",
+                         re.I)
 
 
 class OraclePolicy:

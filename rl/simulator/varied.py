@@ -24,9 +24,8 @@ from rl.simulator.bank import TrainingBank
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.schema import Customer, Goal, Task
 
-# 5: consents and refusals not only opening with yes / no (4, request frames, was reverted);
 # 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
-VARIED_VERSION = "varied-5"
+VARIED_VERSION = "varied-3"
 
 _O = r"(?P<o>my order \S+|one of my orders)"
 # (a training sentence, matched whole) -> its wordings; {name} is the match's group of that name.
@@ -103,25 +102,18 @@ RULES: list[tuple[str, list[str]]] = [
       "I forgot my email. My name is {f} {l} and my zip code is {z}.",
       "Not sure about the email, but I'm {f} {l}, zip code {z}."]),
     # reactions
-    # Consents and refusals that do not open with "yes" / "no" too: with only those, a model learns
-    # the first word, not the answer (a dev-set finding, bench/results/README.md `dev-consent-words`).
-    (r"Yes, please go ahead\.", ["Yes, please go ahead.", "Yes, do that.", "Yes please, go ahead.",
-                                 "Okay, please go ahead.", "Please proceed.", "Alright, go ahead."]),
-    (r"Yes, that's right\.", ["Yes, that's right.", "Yeah, that's correct.", "That's right.",
-                               "Right, please proceed."]),
-    (r"Yes, I confirm\.", ["Yes, I confirm.", "Yes, confirmed.", "I confirm.", "Confirmed, please proceed."]),
+    (r"Yes, please go ahead\.", ["Yes, please go ahead.", "Yes, do that.", "Yes please, go ahead."]),
+    (r"Yes, that's right\.", ["Yes, that's right.", "Yeah, that's correct."]),
+    (r"Yes, I confirm\.", ["Yes, I confirm.", "Yes, confirmed."]),
     (r"Great, thank you\.", ["Great, thank you.", "Thank you very much."]),
     (r"Perfect, thanks\.", ["Perfect, thanks.", "Great, thanks a lot."]),
-    (r"Yes, please go ahead with it\.", ["Yes, please go ahead with it.", "Yes, go ahead and do it.",
-                                         "Please go ahead with it.", "Alright, please proceed with it."]),
+    (r"Yes, please go ahead with it\.", ["Yes, please go ahead with it.", "Yes, go ahead and do it."]),
     (r"I see, that can't be done then\.", ["I see, that can't be done then.", "Okay, so that is not possible."]),
     (r"Never mind, let's leave it\.", ["Never mind, let's leave it.", "Forget it, let's stop here."]),
     (r"I see, okay\.", ["I see, okay.", "Alright, I understand."]),
     (r"Are you sure\?", ["Are you sure?", "Really?", "Is that right?"]),
-    (r"No, that's not the reason\.", ["No, that's not the reason.", "That's not my reason.",
-                                       "My reason is a different one."]),
-    (r"No, that's not what I want\.", ["No, that's not what I want.", "No, I want something else.",
-                                        "That isn't what I asked for."]),
+    (r"No, that's not the reason\.", ["No, that's not the reason.", "That's not my reason."]),
+    (r"No, that's not what I want\.", ["No, that's not what I want.", "No, I want something else."]),
     (r"I'm not sure I know that\.", ["I'm not sure I know that.", "I don't have that information."]),
     # haggling
     (r"I really need to (?P<w>.+)\.", ["I really need to {w}.", "I must {w}.", "It's important that I {w}."]),

@@ -77,19 +77,3 @@ def test_deterministic_per_task_and_seed_and_varied_across_seeds(tasks):
 def test_make_user_varied():
     u = make_user("varied")
     assert isinstance(u, VariedCustomer) and u.name == "varied" and u.prompt_version == VARIED_VERSION
-
-
-def test_consents_and_refusals_do_not_all_open_with_yes_or_no():
-    """A model that only ever hears "Yes, ..." learns the first word, not the answer; the teacher
-    (oracle) and the cold-start data filter must still read every consent as one."""
-    from rl.coldstart.data import AFFIRMATIVE as KEPT
-    from rl.policies.oracle import AFFIRMATIVE as READ
-
-    for sentence in ("Yes, please go ahead.", "Yes, that's right.", "Yes, I confirm.", "Yes, please go ahead with it."):
-        said = wordings(sentence)
-        assert [w for w in said if not w.lower().startswith(("yes", "yeah"))], sentence
-        assert [w for w in said if not (READ.search(w) and KEPT.search(w))] == [], sentence
-    for sentence in ("No, that's not the reason.", "No, that's not what I want."):
-        said = wordings(sentence)
-        assert [w for w in said if not w.startswith(("No", "That's not"))], sentence
-        assert [w for w in said if READ.search(w)] == [], sentence
