@@ -19,7 +19,7 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ def customer_spans(tok: PreTrainedTokenizerBase, trace: Trace) -> list[tuple[int
 
 
 def with_input_noise(trace: Trace, spans: list[tuple[int, int]], rng: random.Random, p: float,
-                     vocab: range) -> Trace:
+                     vocab: Sequence[int]) -> Trace:
     """A copy of `trace` with a token drawn from `vocab` inserted before each customer token with
     probability `p`; inserted tokens are context (no loss)."""
     ids, mask, lps = trace.input_ids, trace.loss_mask, trace.logprobs
@@ -134,8 +134,8 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
     rng = random.Random(cfg.seed)
     noise_rng = random.Random(f"input-noise:{cfg.seed}")
     spans = [customer_spans(tok, t) for t in traces] if cfg.input_noise else []
-    # ordinary tokens only: the special ids (chat template, tool markup, reserved) sit below them
-    vocab = range(max(tok.all_special_ids) + 1, len(tok))
+    special = set(tok.all_special_ids)  # chat template, tool markup, reserved: never inserted
+    vocab = [i for i in range(len(tok)) if i not in special]
     per_epoch = max(1, math.ceil(len(traces) / cfg.batch_size))
     total_steps = max(1, round(per_epoch * cfg.epochs))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

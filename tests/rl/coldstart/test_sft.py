@@ -64,7 +64,7 @@ def test_input_noise_inserts_only_into_customer_messages():
     trace = build_traces(tok, recs, 4096)[0][0]
     spans = customer_spans(tok, trace)
     assert [tok.decode(trace.input_ids[a:b]) for a, b in spans] == ["What is the status of #W4000?"]
-    vocab = range(max(tok.all_special_ids) + 1, len(tok))
+    vocab = [i for i in range(len(tok)) if i not in set(tok.all_special_ids)]
     noisy = with_input_noise(trace, spans, random.Random(0), 0.5, vocab)
     added = len(noisy) - len(trace)
     assert 0 < added <= spans[0][1] - spans[0][0]
