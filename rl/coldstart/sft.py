@@ -133,9 +133,12 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
         raise ValueError("no usable conversations for SFT (all empty or longer than max_tokens)")
     rng = random.Random(cfg.seed)
     noise_rng = random.Random(f"input-noise:{cfg.seed}")
-    spans = [customer_spans(tok, t) for t in traces] if cfg.input_noise else []
-    special = set(tok.all_special_ids)  # chat template, tool markup, reserved: never inserted
-    vocab = [i for i in range(len(tok)) if i not in special]
+    spans: list[list[tuple[int, int]]] = []
+    vocab: list[int] = []
+    if cfg.input_noise:  # the spans and the vocabulary only when there is noise to insert
+        spans = [customer_spans(tok, t) for t in traces]
+        special = set(tok.all_special_ids)  # chat template, tool markup, reserved: never inserted
+        vocab = [i for i in range(len(tok)) if i not in special]
     per_epoch = max(1, math.ceil(len(traces) / cfg.batch_size))
     total_steps = max(1, round(per_epoch * cfg.epochs))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
