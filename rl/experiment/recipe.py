@@ -130,6 +130,10 @@ class ExperimentRecipe(BaseModel):
     # `no_cold_start`) and of checkpoint validation: `scripted` says each decision in one phrasing,
     # `varied` in several (rl/simulator/varied.py). Never `heldout`.
     train_customer: Literal["scripted", "varied"] = "scripted"
+    # Probability of a random word from the tokenizer at the start of each message and between two
+    # lowercase words of the customers GRPO rows train with (rl/simulator/noisy.py); 0: none.
+    # Validation and evaluation customers never have it.
+    grpo_customer_noise: float = Field(default=0.0, ge=0.0, le=1.0)
     llm_customer: bool = True
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16

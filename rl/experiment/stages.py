@@ -173,8 +173,13 @@ class Stages:
 
         base_manifest = {**{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
                          "parent": init}
-        trainer = GRPOTrainer(model, tok, tasks, episodes(make_user(user_spec), greedy=False), config, run_dir,
-                              manifest={**manifest, "parent": init, "user": user_spec})
+        user = make_user(user_spec)
+        if r.grpo_customer_noise:
+            from rl.simulator.noisy import NoisyCustomer, noise_words
+
+            user = NoisyCustomer(user, noise_words(tok), r.grpo_customer_noise)
+        trainer = GRPOTrainer(model, tok, tasks, episodes(user, greedy=False), config, run_dir,
+                              manifest={**manifest, "parent": init, "user": user.name})
         selector = None
         if val_tasks:
             scorer = validation_score(episodes(make_user(r.train_customer), greedy=True), val_tasks)
@@ -190,7 +195,7 @@ class Stages:
             self.report.advance(1, reward=m["reward_mean"])
 
         trainer.run(on_step=on_step)
-        training: dict[str, Any] = {"method": "grpo", "user": user_spec, "config": config.model_dump(),
+        training: dict[str, Any] = {"method": "grpo", "user": user.name, "config": config.model_dump(),
                                     "tasks": len(tasks), "run": str(run_dir), "steps": trainer.step}
         if selector is not None:
             best = selector.restore_best(model)

@@ -15,7 +15,8 @@ GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 
 
 def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
-    recipe = get_recipe("smoke")
+    # with noisy GRPO customers (rl/simulator/noisy.py): the evaluations never have the noise
+    recipe = get_recipe("smoke").model_copy(update={"grpo_customer_noise": 0.3})
     out = tmp_path / "paper"
     table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
                        command="muarl experiment paper-table --recipe smoke").run()
@@ -70,6 +71,7 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
                                 ("no_cold_start_s0", "base", 0), ("static_query_s0", "cold_start", 0)]:
         manifest = json.loads((out / "models" / model / "manifest.json").read_text())
         assert manifest["parent"] == parent and manifest["training"]["config"]["seed"] == seed
+        assert manifest["training"]["user"] == ("scripted-static" if "static" in model else "scripted") + "+noise0.3"
     # GRPO from the random base: with its weights unchanged it takes the base's evaluation, else its own
     same = weights_digest(out / "models" / "no_cold_start_s0") == weights_digest(out / "models" / "base")
     evaluated = json.loads((out / "eval" / "no_cold_start_s0" / "result.json").read_text())
