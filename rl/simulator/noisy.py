@@ -29,15 +29,25 @@ NOISY_VERSION = "noisy-1"
 _LOWER = re.compile(r"[a-z]+")
 
 
+# Words that would change what a message asks or answers (a yes, a no, the kind of change): noise
+# must not turn "please go ahead" into "please not go ahead", nor an address change into a return.
+DECISION_WORDS = frozenset({
+    "no", "not", "nor", "never", "none", "nothing", "don", "dont", "yes", "yeah", "yep", "ok", "okay", "sure",
+    "stop", "wait", "cancel", "cancelled", "return", "exchange", "change", "modify", "update", "address",
+    "payment", "refund", "status", "tracking"})
+
+
 def noise_words(tokenizer: Any) -> list[str]:
-    """The tokenizer's ordinary word-initial tokens that are plain ASCII words (" word" -> "word")."""
+    """The tokenizer's ordinary word-initial tokens that are plain ASCII words (" word" -> "word"),
+    but for `DECISION_WORDS`."""
     special = set(tokenizer.all_special_ids)
     words = set()
     for i in range(len(tokenizer)):
         if i in special:
             continue
         text = tokenizer.decode([i])
-        if len(text) > 2 and text[0] == " " and text[1:].isascii() and text[1:].isalpha():
+        if (len(text) > 2 and text[0] == " " and text[1:].isascii() and text[1:].isalpha()
+                and text[1:].lower() not in DECISION_WORDS):
             words.add(text[1:])
     return sorted(words)
 

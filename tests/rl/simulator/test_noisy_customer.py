@@ -51,10 +51,11 @@ def test_noise_goes_only_at_the_start_and_between_lowercase_words():
 
 
 def test_noise_words_are_the_tokenizers_plain_words():
-    tok = train_bpe(["please cancel my order now, thanks", "the order was delivered yesterday"] * 50,
+    tok = train_bpe(["please cancel my order now, thanks", "the order was not delivered yesterday"] * 50,
                     vocab_size=1000, min_frequency=1)
     words = noise_words(tok)
-    assert {"cancel", "order", "delivered"} <= set(words)
+    assert {"now", "order", "delivered"} <= set(words)
+    assert not {"cancel", "not"} & set(words)  # words that would change what a message asks
     assert all(w.isascii() and w.isalpha() for w in words)
 
 
