@@ -23,6 +23,9 @@ sessions do; a session without `agreed` leaves writes unchecked, as tau-bench do
   ablation. It states everything up front, then answers nothing, and stops like the others.
 - `llm:MODEL` (rl/simulator/llm.py): an LLM plays the customer from the task's instruction, for
   evaluation when an endpoint is configured.
+
+`NoisyCustomer` (rl/simulator/noisy.py) wraps any of them for GRPO's rollouts only (the recipe's
+`grpo_customer_noise`): the same customer, with random words in its messages as the agent reads them.
 """
 
 from __future__ import annotations
