@@ -31,7 +31,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rl.chat.format import IM_END
 from rl.grpo.logprobs import micro_batches, token_logprobs
 from rl.grpo.trace import Trace, trace_from_messages
-from rl.models.tokenizer import encode
+from rl.models.tokenizer import encode, ordinary_ids
 
 log = structlog.get_logger(__name__)
 
@@ -137,8 +137,7 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
     vocab: list[int] = []
     if cfg.input_noise:  # the spans and the vocabulary only when there is noise to insert
         spans = [customer_spans(tok, t) for t in traces]
-        special = set(tok.all_special_ids)  # chat template, tool markup, reserved: never inserted
-        vocab = [i for i in range(len(tok)) if i not in special]
+        vocab = ordinary_ids(tok)
     per_epoch = max(1, math.ceil(len(traces) / cfg.batch_size))
     total_steps = max(1, round(per_epoch * cfg.epochs))
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)

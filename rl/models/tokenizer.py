@@ -65,6 +65,13 @@ def load_tokenizer(folder: str | Path) -> PreTrainedTokenizerBase:
     return tok
 
 
+def ordinary_ids(tok: PreTrainedTokenizerBase) -> list[int]:
+    """Every id but the special ones (chat template, tool markup, reserved), wherever a tokenizer puts
+    them (ours first, a Qwen tokenizer last): the ids noise may insert."""
+    special = set(tok.all_special_ids)
+    return [i for i in range(len(tok)) if i not in special]
+
+
 def encode(tok: PreTrainedTokenizerBase, text: str) -> list[int]:
     return tok.encode(text, add_special_tokens=False)
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from rl.models.tokenizer import ordinary_ids
 from rl.simulator.base import Message, UserSession, UserSimulator
 from rl.tasks.schema import Task
 
@@ -40,11 +41,8 @@ DECISION_WORDS = frozenset({
 def noise_words(tokenizer: Any) -> list[str]:
     """The tokenizer's ordinary word-initial tokens that are plain ASCII words (" word" -> "word"),
     but for `DECISION_WORDS`."""
-    special = set(tokenizer.all_special_ids)
     words = set()
-    for i in range(len(tokenizer)):
-        if i in special:
-            continue
+    for i in ordinary_ids(tokenizer):
         text = tokenizer.decode([i])
         if (len(text) > 2 and text[0] == " " and text[1:].isascii() and text[1:].isalpha()
                 and text[1:].lower() not in DECISION_WORDS):
@@ -60,7 +58,7 @@ def with_noise(text: str, rng: random.Random, p: float, words: Sequence[str]) ->
     if parts and parts[0] and rng.random() < p:
         out.append(rng.choice(words).capitalize())
     for i, part in enumerate(parts):
-        if i and out and _LOWER.fullmatch(parts[i - 1]) and _LOWER.fullmatch(part) and rng.random() < p:
+        if i and _LOWER.fullmatch(parts[i - 1]) and _LOWER.fullmatch(part) and rng.random() < p:
             out.append(rng.choice(words).lower())
         out.append(part)
     return " ".join(out)
@@ -74,9 +72,6 @@ class NoisySession:
     @property
     def agreed(self) -> Any:  # the inner customer's consent report (rl/env/consent.py), if it gives one
         return getattr(self.inner, "agreed", None)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def _clean(self, conversation: list[Message]) -> list[Message]:
         return [{**m, "content": self.said.get(str(m.get("content")), m.get("content"))}
