@@ -2,7 +2,10 @@
 writes `<tool_call>` is held to its grammar (rl/chat/call_grammar.py) until it writes `</tool_call>`,
 its identifier slots to the references its conversation has shown, its copied values to spans of
 what the customer said; with `text_refs` its free text names only shown references (a model that
-says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody mentioned)."""
+says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody mentioned);
+with `copy_numbers`, free text that writes a number the customer said goes on in the customer's
+words to the end of their phrase (`held_copy`, rl/chat/copy_spans.py: a confirmation that names the
+house number names the customer's street, not one the model makes up)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rl.chat.call_states import CopiedString, State
+from rl.chat.copy_spans import held_copy, said_spans
 
 if TYPE_CHECKING:
     from rl.chat.call_grammar import ToolCallGrammar
@@ -21,11 +25,14 @@ class CallConstraint:
     held to `grammar.for_shown(refs)` and its identifier slots to the references shown. With `said`
     (per row, the customer's messages as the model read them), a value of a copied parameter is held
     to a span of them (`ToolCallGrammar.copy_mask`). With `text_refs`, a row outside a call may
-    write only the reference tokens its conversation has shown."""
+    write only the reference tokens its conversation has shown. With `copy_numbers` (and `said`), a
+    row outside a call that has begun a number the customer said copies the rest of their phrase
+    (`ToolCallGrammar.text_copy_mask`)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
-                 said: list[tuple[str, ...]] | None = None, text_refs: bool = False) -> None:
+                 said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
+                 copy_numbers: bool = False) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -33,6 +40,8 @@ class CallConstraint:
         self.grammars = [g.for_shown(r) if g is not None else None for g, r in zip(grammars, self.shown, strict=True)]
         self.states: list[State | None] = [None] * len(grammars)
         self.written = [""] * len(grammars)  # the text of each row's open call so far
+        self.copy_numbers = copy_numbers
+        self.free = [""] * len(grammars)  # the free text of each row so far (with `copy_numbers`)
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -44,15 +53,21 @@ class CallConstraint:
         same tensor when no row is inside a call and no free-text row has references to hide).
         `masked` then lists the rows it changed (their tokens are recorded as constrained)."""
         rows = [i for i, s in enumerate(self.states) if s is not None]
-        free = [i for i, s in enumerate(self.states) if s is None and self.unshown[i] is not None]
+        copies = {i: self._text_copy(i) for i, s in enumerate(self.states) if s is None and self.copy_numbers}
+        copies = {i: m for i, m in copies.items() if m is not None}
+        free = [i for i, s in enumerate(self.states) if s is None and (self.unshown[i] is not None or i in copies)]
         self.masked = []
         if not rows and not free:
             return logits
         out = logits.clone()
         for i in free:
             ids = self.unshown[i]
-            assert ids is not None
-            out[i, ids.to(out.device)] = float("-inf")
+            if ids is not None:
+                out[i, ids.to(out.device)] = float("-inf")
+            if i in copies:
+                allowed = copies[i].to(out.device)
+                out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
+                out[i, allowed.shape[0]:] = float("-inf")
             self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
@@ -75,6 +90,14 @@ class CallConstraint:
                 self.masked.append(i)
         return out
 
+    def _text_copy(self, row: int) -> torch.Tensor | None:
+        """The mask of a free-text row in the middle of copying the customer's words, else None."""
+        g, said = self.grammars[row], self.said[row]
+        if g is None or not said:
+            return None
+        value = held_copy(self.free[row], said_spans(said))
+        return g.text_copy_mask(value, said) if value is not None else None
+
     def update(self, row: int, token_id: int) -> None:
         g = self.grammars[row]
         if g is None:
@@ -83,6 +106,8 @@ class CallConstraint:
         if s is None:
             if token_id == g.open_id:
                 self.states[row], self.written[row] = g.start(), ""
+            elif self.copy_numbers and 0 <= token_id < g.vocab_size:
+                self.free[row] += g.texts[token_id] or ""
         elif token_id == g.close_id:
             self.states[row] = None
         else:

@@ -96,7 +96,8 @@ class ToolCallGrammar:
         self._masks: dict[State, torch.Tensor] = {}
         self._next: dict[tuple[State, int], State] = {}
         self._entering: dict[State, list[int]] = {}  # per state, the tokens that enter a copied value
-        self._copy_masks: LRUCache[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = \
+        # per (call state, or None for free text; value so far; the customer's messages)
+        self._copy_masks: LRUCache[tuple[State | None, str, tuple[str, ...]], torch.Tensor | None] = \
             LRUCache(MASK_CACHE_SIZE)
         self._shown_masks: LRUCache[tuple[str, frozenset[str]], torch.Tensor | None] = LRUCache(MASK_CACHE_SIZE)
 
@@ -218,6 +219,32 @@ class ToolCallGrammar:
         # in a value only the kept tokens; before one, the kept ones among those entering it
         mask = torch.zeros(self.vocab_size, dtype=torch.bool) if inside else allowed.clone()
         mask[candidates] = False
+        mask[keep] = True
+        return mask
+
+    def text_copy_mask(self, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
+        """For free text in the middle of copying `value` (`held_copy`, rl/chat/copy_spans.py), the
+        tokens that go on copying the name run of a piece of what the customer `said`, or finish it
+        and write on after it (None when no token would; then the text is free). Cached like
+        `copy_mask`."""
+        return self._copy_masks.get_or_make((None, value, said), lambda: self._make_text_copy_mask(value, said))
+
+    def _make_text_copy_mask(self, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
+        spans = said_spans(said)
+        keep = []
+        for i in (i for ch in spans.heads(value) for i in self._by_first.get(ch, ())):
+            text = self.texts[i] or ""
+            for k in range(1, len(text) + 1):
+                if not spans.in_run(value + text[:k]):
+                    break
+                if k < len(text) and spans.ends_run(value + text[:k]):
+                    keep.append(i)  # it finishes the copy and writes on after it
+                    break
+            else:
+                keep.append(i)
+        if not keep:
+            return None
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
         mask[keep] = True
         return mask
 

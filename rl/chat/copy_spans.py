@@ -14,6 +14,15 @@ import re
 from rl.chat.views import REF_PATTERN
 
 _PHRASE_END = re.compile(r"[,.;:!?\n]")  # a copied value never crosses one: "Austin", not "Austin, TX"
+# words that begin with a digit, a capital or a reference token, one space apart: "4149 Sunset Boulevard"
+_NAME_RUN = re.compile(r"[0-9A-Z<]\S*(?: [0-9A-Z<]\S*)*")
+
+
+def _name_run(text: str) -> int:
+    """The length of the run of name-like words `text` starts with (0 if none): where free text
+    that copies the customer's words is released ("97217", not "97217 instead")."""
+    m = _NAME_RUN.match(text)
+    return m.end() if m else 0
 
 
 def ends_word(value: str, rest: str) -> bool:
@@ -29,7 +38,7 @@ class SaidSpans:
     suffixes a value so far begins are one range."""
 
     def __init__(self, said: tuple[str, ...]) -> None:
-        tails: list[tuple[str, int]] = []
+        tails: list[tuple[str, int, int]] = []
         for msg in (phrase for m in said for phrase in _PHRASE_END.split(m)):
             inside: set[int] = set()
             for m in REF_PATTERN.finditer(msg):
@@ -42,10 +51,11 @@ class SaidSpans:
                     continue
                 if p == 0 or not (msg[p - 1].isalnum() or msg[p - 1] == "_"):
                     # with the length of its longest piece that ends at the end of a word
-                    tails.append((msg[p:], ends[-1] - p))
+                    tails.append((msg[p:], ends[-1] - p, _name_run(msg[p:])))
         tails.sort()
-        self.tails = [t for t, _ in tails]
-        self.lasts = [n for _, n in tails]
+        self.tails = [t for t, _, _ in tails]
+        self.lasts = [n for _, n, _ in tails]
+        self.runs = [r for _, _, r in tails]
 
     def _range(self, value: str) -> range:
         lo = bisect.bisect_left(self.tails, value)
@@ -62,6 +72,18 @@ class SaidSpans:
         """Whether `value` is a whole piece: it ends at the end of a word."""
         return any(ends_word(value, self.tails[i][len(value):]) for i in self._range(value))
 
+    def in_run(self, value: str) -> bool:
+        """Whether `value` begins the name run of a piece (`_name_run`)."""
+        return any(self.runs[i] >= len(value) for i in self._range(value))
+
+    def ends_run(self, value: str) -> bool:
+        """Whether `value` is the whole name run of a piece."""
+        return any(self.runs[i] == len(value) for i in self._range(value))
+
+    def run_goes_on(self, value: str) -> bool:
+        """Whether a piece's name run goes on past `value`."""
+        return any(self.runs[i] > len(value) for i in self._range(value))
+
     def heads(self, value: str) -> set[str]:
         """The characters that continue `value` in some piece."""
         return {self.tails[i][len(value)] for i in self._range(value) if len(self.tails[i]) > len(value)}
@@ -71,3 +93,27 @@ class SaidSpans:
 def said_spans(said: tuple[str, ...]) -> SaidSpans:
     """`SaidSpans` of `said`, cached: every copy mask of a conversation asks for the same ones."""
     return SaidSpans(said)
+
+
+MIN_DIGITS = 3  # a number this long that the customer said is one they gave (a house number, a zip)
+NUMBER_REF = "<num_"  # a view with references shows such numbers as `<num_N>` (rl/chat/views.py)
+
+
+def held_copy(text: str, spans: SaidSpans, lookback: int = 120) -> str | None:
+    """The copy a reply's free text so far (`text`) is in the middle of, or None.
+
+    Free text that writes, at its start or after whitespace, `MIN_DIGITS` or more digits (or a
+    number's reference token) beginning a piece of what the customer said goes on in the customer's
+    words through the name-like words that follow it in their phrase: "4149 Sunset Boulevard", not
+    "4149 Lakeview Drive"; "97217", not "97217 instead". The copy is the longest such suffix of
+    `text` that a run still continues; once the run is written it is released."""
+    start = max(0, len(text) - lookback)
+    for p in range(start, len(text)):
+        if p > 0 and not text[p - 1].isspace():
+            continue
+        value = text[p:]
+        if not value.startswith(NUMBER_REF) and len(value) - len(value.lstrip("0123456789")) < MIN_DIGITS:
+            continue
+        if spans.in_run(value) and spans.run_goes_on(value):
+            return value
+    return None

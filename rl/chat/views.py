@@ -136,6 +136,9 @@ class ChatView:
     copied_params: tuple[str, ...] = ()
     # with constrain_calls and refs: free text names only references the conversation has shown
     shown_refs_in_text: bool = False
+    # with constrain_calls: free text that writes a number the customer said (a house number) goes
+    # on in the customer's words to the end of their phrase (rl/chat/copy_spans.py `held_copy`)
+    copy_said_numbers: bool = False
     # with constrain_calls and refs: no call of a tool that needs an identified customer until an
     # identity tool has shown the customer's id (rl/chat/call_grammar.py `for_shown`)
     identified_calls: bool = False
@@ -231,7 +234,8 @@ class ChatView:
                 "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
-                "identified_calls": self.identified_calls, "system_prompt": self.system_prompt}
+                "copy_said_numbers": self.copy_said_numbers, "identified_calls": self.identified_calls,
+                "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -247,6 +251,7 @@ class ChatView:
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
+                   copy_said_numbers=bool(view.get("copy_said_numbers")),
                    identified_calls=bool(view.get("identified_calls")),
                    system_prompt=view.get("system_prompt"))
 

@@ -94,6 +94,10 @@ class ExperimentRecipe(BaseModel):
     # an agent's free text names only references its conversation has shown (rl/chat/call_grammar.py
     # `CallConstraint`); only with refs and constrain_calls
     shown_refs_in_text: bool = True
+    # free text that writes a number the customer said (a house number) goes on in the customer's
+    # words to the end of their phrase (rl/chat/copy_spans.py `held_copy`): a confirmation names the
+    # customer's street, not one the model spells from memory; only with constrain_calls
+    copy_said_numbers: bool = False
     # no call of a tool that needs an identified customer before an identity tool has found one (the
     # tool layer refuses those calls; rl/chat/call_grammar.py `for_shown`); only with refs and
     # constrain_calls
@@ -164,6 +168,7 @@ class ExperimentRecipe(BaseModel):
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
                         shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
+                        copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
                         system_prompt=self.system_prompt)
 

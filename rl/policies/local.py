@@ -20,7 +20,9 @@ cache of it. With
 of the offered tools (rl/chat/call_grammar.py), so it always parses and names a real tool and its
 parameters (a call still open when the turn's `max_new_tokens` run out may take `call_overrun` more
 tokens to close), with references its identifiers are ones the conversation has shown, and the values
-of the view's `copied_params` (a new address) are spans of the customer's messages; the trace
+of the view's `copied_params` (a new address) are spans of the customer's messages (with
+`copy_said_numbers`, so is the rest of a phrase its free text began with a number the customer
+said); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -161,8 +163,8 @@ class LocalPolicy:
         fut = asyncio.get_running_loop().create_future()
         grammar = self._grammar(call_tools or tools)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
-        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown,
-                                    ep.said if grammar is not None and grammar.copy_params else ()))
+        copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers)
+        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else ()))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         ids, logprobs, *held = await fut
@@ -304,7 +306,8 @@ class LocalPolicy:
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
-            constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text)
+            constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
+                                      copy_numbers=self.view.copy_said_numbers)
             if grammars and any(grammars) else None,
             call_overrun=overrun)
         if was_training:

@@ -500,3 +500,63 @@ def test_a_call_still_open_when_the_turn_budget_runs_out_is_finished(tok, gramma
     for g in closed:
         text = TOOL_CALL_OPEN + tok.decode(g.ids, skip_special_tokens=False)
         assert parse_reply(text).errors == [], text
+
+
+NUMBERED = "Send it to 4441 Sunset Boulevard, Portland, OR 97217 instead."
+
+
+@pytest.fixture(scope="module")
+def ntok():
+    texts = [render_conversation([
+        {"role": "user", "content": NUMBERED + f" Order <order_1>, number {i}."},
+        {"role": "assistant", "content": f"I will ship <order_1> to {40 + i} Lakeview Drive, Columbus. Proceed?"}])
+        for i in range(80)]
+    from rl.chat.views import REF_TOKENS
+
+    return train_bpe(texts, vocab_size=500, extra_tokens=REF_TOKENS)
+
+
+def test_free_text_that_began_a_number_the_customer_said_copies_their_words(ntok):
+    g = ToolCallGrammar(TOOLS, ntok, text_tokens=REFS)
+    model = _model(ntok, 5)
+    prompt = encode(ntok, render_conversation([{"role": "user", "content": NUMBERED}], add_generation_prompt=True))
+    rows, began = 8, "I will ship it to 444"
+
+    def sample(copy_numbers):
+        constraint = CallConstraint([g] * rows, said=[(NUMBERED,)] * rows, copy_numbers=copy_numbers)
+        constraint.free = [began] * rows  # every row has begun the customer's house number
+        gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=30,
+                                      eos_id=ntok.eos_token_id, pad_id=ntok.pad_token_id,
+                                      generator=torch.Generator().manual_seed(1), constraint=constraint,
+                                      return_caches=False)
+        return gens
+
+    copied = sample(True)
+    for gen in copied:
+        text = ntok.decode(gen.ids, skip_special_tokens=False)
+        assert text.startswith("1 Sunset Boulevard"), text
+        # the copied tokens are recorded as chosen under the constraint (what GRPO trains on)
+        assert len(gen.constrained) >= len(encode(ntok, "1 Sunset Boulevard")), gen.constrained
+    free = [ntok.decode(x.ids, skip_special_tokens=False) for x in sample(False)]
+    assert not any(t.startswith("1 Sunset Boulevard") for t in free), free
+
+
+def test_a_policy_copies_the_customers_street_after_their_house_number(ntok):
+    # the view shows the house number as a reference token: "Send it to <num_1> Sunset Boulevard, ..."
+    model = _model(ntok, 6)
+    bias = torch.zeros(len(ntok))
+    bias[ntok.convert_tokens_to_ids("<num_1>")] = 50.0  # the model writes nothing but the house number
+    with torch.no_grad():
+        model.get_output_embeddings().bias = torch.nn.Parameter(bias)
+    msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": NUMBERED}]
+
+    def reply(copy):
+        view = ChatView(refs=True, constrain_calls=True, spaced_values=True, copy_said_numbers=copy)
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, ntok, max_new_tokens=12, greedy=True, view=view)
+        return asyncio.run(policy.act("e", msgs, TOOLS))["content"]
+
+    assert reply(False) == "4441" * 12
+    copied = reply(True)  # after the customer's house number, the rest of their street
+    assert copied.startswith("4441 Sunset Boulevard4441"), copied
+    assert set(copied.removeprefix("4441 Sunset Boulevard").split("4441")) == {""}
