@@ -3,7 +3,9 @@ parameter the view copies (a new address's lines, city, state and country, a cus
 takes a span of the customer's messages as the model was shown them, starting at the start of a
 word, closing only at the end of one and crossing no comma or sentence mark (or empty, for an
 address line the customer has none of). A 2M-parameter model can learn where to copy from; it
-cannot reliably spell a string it has read once."""
+cannot reliably spell a string it has read once. The same pieces hold free text that has begun a
+number the customer said to the rest of its name-like words (`held_copy`): a confirmation that
+names the customer's house number names their street."""
 
 from __future__ import annotations
 
