@@ -3,7 +3,8 @@
 It opens with its first goal, answers the agent's questions only from the facts it holds (saying
 it does not know anything else), reveals late details only when the agent checks the list is
 complete, says yes to a proposal only when it matches its *current* goal (kind, order id and the
-distinctive terms), drops a goal for the next one when the shift trigger fires, insists on a
+distinctive terms), drops a goal for the next one when the shift trigger fires (a confirmation
+trigger fires only on a request to confirm what the customer asked for: its kind, on its order), insists on a
 forbidden request once per refusal as scripted and then accepts the fallback or gives up, and
 says `###STOP###` only once its last goal is done (seen as a successful write of that goal in the
 conversation), refused, or after the agent stopped making progress for `patience` replies - never
@@ -36,7 +37,7 @@ from rl.simulator.base import STOP, Message, SimulatorError, last_agent_text
 from rl.simulator.proposal import Records, states_action
 from rl.tasks.criteria import same_action
 from rl.tasks.goals import REASONS
-from rl.tasks.phrasing import proposal_matches
+from rl.tasks.phrasing import order_ref, proposal_matches
 from rl.tasks.schema import Goal, Task
 from rl.tasks.tools_meta import WRITE_TOOLS
 
@@ -208,7 +209,7 @@ class ScriptedSession:
     def _react(self, text: str) -> tuple[str, bool]:
         g = self.goal
         if g.shift and (
-            (g.shift.trigger == "confirmation" and R.asks_confirmation(text))
+            (g.shift.trigger == "confirmation" and R.asks_confirmation(text) and self._proposes_goal(text))
             or (g.shift.trigger == "agent_turn" and self.turns_on_goal >= g.shift.after_turns)
         ):
             self.status[g.id] = "abandoned"
@@ -243,6 +244,17 @@ class ScriptedSession:
         if R.asks_question(text) and not R.offers_help(text):
             return self._nudge(self.bank.dont_know(self._restate()))
         return self._nudge(self._restate())
+
+    def _proposes_goal(self, text: str) -> bool:
+        """Whether a confirmation request proposes what the customer asked for: the current goal's
+        kind of action, on its order when it has one. A customer changes their mind when asked to
+        confirm their own request; offered something else ("shall I cancel it?" to one who asked
+        for a new address), they say no as to any proposal they did not ask for, or an agent that
+        proposes a cancellation for every request would have every shift to a cancellation
+        accepted."""
+        g = self.goal
+        terms = [order_ref(g.order_id)] if g.order_id else []
+        return proposal_matches(text, g.kind, terms, kind_text=self.records.outside_descriptions(text))
 
     def _refuse(self, proposal: str, line: str) -> tuple[str, bool]:
         """Say no to `proposal`, unless it states the goal's action in full: refusing that would

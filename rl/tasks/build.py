@@ -67,7 +67,8 @@ def instruction_for(customer: Customer, goals: list[Goal]) -> str:
         if g.late:
             text += f" Only when asked whether that is everything, add: {g.late}"
         if g.shift:
-            when = "the agent asks you to confirm" if g.shift.trigger == "confirmation" else "the agent replies"
+            when = ("the agent asks you to confirm this request" if g.shift.trigger == "confirmation"
+                    else "the agent replies")
             text += f" When {when}, change your mind and say: {g.shift.say}"
         if g.outcome == "refuse" and g.haggle:
             text += (f" The agent may refuse. Insist up to {len(g.haggle.demands)} time(s) "

@@ -281,3 +281,21 @@ def test_refusing_its_own_goal_stated_in_full_is_a_simulator_contradiction():
     looked_up(c)
     reply, done = c.say(RETURN_TEXT.replace("Visa card ending in 8906", "PayPal account"))
     assert reply.startswith("No, that's not what I want.") and not done
+
+
+def test_a_confirmation_shift_fires_only_on_the_customers_own_request():
+    # asked for a new address, offered a cancellation: "no", not a change of mind into the cancellation
+    shift = GoalShift(trigger="confirmation", say="Hold on, forget that. Please cancel it instead.")
+    c = Convo(task_of(address_goal(outcome="abandon", shift=shift), cancel_goal(id="g2")))
+    c.start()
+    c.authenticate()
+    reply, done = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+    assert reply != shift.say and not done and not c.session.agreed
+    # a proposal of the request on another order is not it either
+    reply, _ = c.say("To confirm, I will change the shipping address of order #W999. Do you confirm (yes/no)?")
+    assert reply != shift.say
+    # asked to confirm the address change itself, the customer changes their mind
+    reply, _ = c.say("To confirm, I will change the shipping address of order #W100. Do you confirm (yes/no)?")
+    assert reply == shift.say
+    reply, _ = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+    assert reply.lower().startswith("yes") and c.session.agreed
