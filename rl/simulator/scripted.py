@@ -4,7 +4,8 @@ It opens with its first goal, answers the agent's questions only from the facts 
 it does not know anything else), reveals late details only when the agent checks the list is
 complete, says yes to a proposal only when it matches its *current* goal (kind, order id and the
 distinctive terms), drops a goal for the next one when the shift trigger fires (a confirmation
-trigger fires only on a request to confirm what the customer asked for: its kind, on its order), insists on a
+trigger fires only on a request to confirm what the customer asked for: its kind, on its order;
+a customer who gives up on such a goal never reaches the change of mind), insists on a
 forbidden request once per refusal as scripted and then accepts the fallback or gives up, and
 says `###STOP###` only once its last goal is done (seen as a successful write of that goal in the
 conversation), refused, or after the agent stopped making progress for `patience` replies - never
@@ -186,6 +187,11 @@ class ScriptedSession:
         if status:
             self.status[done.id] = status
         self.k += 1
+        if done.shift and self.status.get(done.id) == "failed" and self.k < len(self.goals):
+            # the goal `done` shifts to is the customer's change of mind when asked to confirm
+            # `done`; one who gave up on `done` (or found it impossible) never got there
+            self.status[self.goal.id] = "not_reached"
+            self.k += 1
         self.turns_on_goal = 0
         self.haggled = self.stuck = 0
         self.confirmed = self.late_given = False

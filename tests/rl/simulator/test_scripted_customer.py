@@ -299,3 +299,18 @@ def test_a_confirmation_shift_fires_only_on_the_customers_own_request():
     assert reply == shift.say
     reply, _ = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
     assert reply.lower().startswith("yes") and c.session.agreed
+
+
+def test_a_customer_who_gives_up_before_changing_their_mind_never_asks_for_what_they_would_have_shifted_to():
+    # proposing the cancellation until the customer gives up on the address change must not lead to
+    # the cancellation they would have asked for on hearing the address change proposed
+    shift = GoalShift(trigger="confirmation", say="Hold on, forget that. Please cancel it instead.")
+    c = Convo(task_of(address_goal(outcome="abandon", shift=shift), cancel_goal(id="g2")))
+    c.start()
+    c.authenticate()
+    for _ in range(10):
+        reply, done = c.say("To confirm, I will cancel order #W100. Do you confirm (yes/no)?")
+        assert not c.session.agreed and reply != shift.say
+        if done:
+            break
+    assert done and reply.endswith(STOP) and "cancel" not in reply.lower()
