@@ -8,7 +8,7 @@ heard "forget that, cancel it instead" and passed the shift-to-cancellation task
 proposing the request (rl/simulator/scripted.py `_proposes_goal` now requires the request). This
 counts such passes in runs made before the fix, and the MUA-RL gain left when they count as misses
 (a lower bound on what the fixed customer gives those models: after its "no" an agent may still
-recover). The test reads the proposal as the customer does (rl/tasks/phrasing.py `proposal_matches`).
+recover). The test reads the proposal as the customer does (rl/tasks/phrasing.py `proposes_request`).
 
 Usage: .venv/bin/python bench/shifts_by_other_proposal.py --out DIR [--json]
 """
@@ -20,12 +20,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compare_runs import mua_models
+from unconfirmed_writes import evaluated_models, per_model_and_customer, print_strict_gains
 
 
 def count(path: Path, tasks: dict[str, Any]) -> dict[str, Any]:
     from rl.simulator import reading as R
-    from rl.tasks.phrasing import order_ref, proposal_matches
+    from rl.tasks.phrasing import proposes_request
 
     out: dict[str, Any] = {"passed": 0, "passed_shifts": 0, "by_other_proposal": 0, "strict_by_task": {}}
     for line in path.read_text().splitlines():
@@ -34,10 +34,9 @@ def count(path: Path, tasks: dict[str, Any]) -> dict[str, Any]:
         other = False
         if passed and "goal_shift" in (e.get("tags") or []):
             goal = tasks[e["task_id"]].script.goals[0]
-            terms = [order_ref(goal.order_id)] if goal.order_id else []
             first = next((m["content"] for m in e["messages"] if m.get("role") == "assistant"
                           and m.get("content") and R.asks_confirmation(m["content"])), None)
-            other = first is not None and not proposal_matches(first, goal.kind, terms)
+            other = first is not None and not proposes_request(first, goal.kind, goal.order_id)
             out["passed_shifts"] += 1
             out["by_other_proposal"] += other
         out["passed"] += passed
@@ -51,18 +50,10 @@ def table(folder: Path) -> dict[str, dict[str, dict[str, Any]]]:
 
     recipe = json.loads((folder / "recipe.json").read_text())
     tasks = {t.id: t for t in load_tasks(folder / "tasks" / f"{recipe.get('eval_set', 'test')}.json")}
-    res: dict[str, dict[str, dict[str, Any]]] = {}
-    for model_dir in sorted(p for p in (folder / "eval").iterdir() if p.is_dir() and p.name != "base"):
-        for customer_dir in sorted(p for p in model_dir.iterdir() if p.is_dir()):
-            path = customer_dir / "greedy" / "episodes.jsonl"
-            if path.exists():
-                res.setdefault(model_dir.name, {})[customer_dir.name] = count(path, tasks)
-    return res
+    return per_model_and_customer(folder, evaluated_models(folder), lambda path: count(path, tasks))
 
 
 def main() -> None:
-    from unconfirmed_writes import strict_gain
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--json", action="store_true")
@@ -76,12 +67,7 @@ def main() -> None:
     for model, by_customer in res.items():
         for customer, c in by_customer.items():
             print(f"| {model} | {customer} | {c['passed']} | {c['passed_shifts']} | {c['by_other_proposal']} |")
-    for customer in next(iter(res.values()), {}):
-        got = strict_gain(res, customer, mua_models(a.out))
-        if got is not None:
-            gain, (lo, hi) = got
-            print(f"\n{customer}: MUA-RL (mean over its seeds) minus cold start, such shifts counted as misses: "
-                  f"{gain * 100:+.1f} points [{lo * 100:+.1f}, {hi * 100:+.1f}]")
+    print_strict_gains(res, a.out, "such shifts counted as misses")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,8 @@ class CallConstraint:
         same tensor when no row is inside a call and no free-text row has references to hide).
         `masked` then lists the rows it changed (their tokens are recorded as constrained)."""
         rows = [i for i, s in enumerate(self.states) if s is not None]
-        copies = {i: self._text_copy(i) for i, s in enumerate(self.states) if s is None and self.copy_numbers}
-        copies = {i: m for i, m in copies.items() if m is not None}
+        copies = {i: m for i, s in enumerate(self.states)
+                  if s is None and self.copy_numbers and (m := self._text_copy(i)) is not None}
         free = [i for i, s in enumerate(self.states) if s is None and (self.unshown[i] is not None or i in copies)]
         self.masked = []
         if not rows and not free:
@@ -65,9 +65,7 @@ class CallConstraint:
             if ids is not None:
                 out[i, ids.to(out.device)] = float("-inf")
             if i in copies:
-                allowed = copies[i].to(out.device)
-                out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
-                out[i, allowed.shape[0]:] = float("-inf")
+                _keep_only(out, i, copies[i])
             self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
@@ -83,10 +81,8 @@ class CallConstraint:
                 copied = g.copy_mask(s, value, self.said[i])
                 if copied is not None and bool((allowed & copied).any()):
                     allowed = allowed & copied
-            allowed = allowed.to(out.device)
             if bool(allowed.any()):
-                out[i, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
-                out[i, allowed.shape[0]:] = float("-inf")
+                _keep_only(out, i, allowed)
                 self.masked.append(i)
         return out
 
@@ -114,3 +110,11 @@ class CallConstraint:
             self.states[row] = g.advance(s, token_id)
             if 0 <= token_id < g.vocab_size:
                 self.written[row] += g.texts[token_id] or ""
+
+
+def _keep_only(logits: torch.Tensor, row: int, allowed: torch.Tensor) -> None:
+    """Set every token of `row` that `allowed` (over the tokenizer's ids) does not allow to -inf,
+    and the padding ids past the tokenizer's, in place."""
+    allowed = allowed.to(logits.device)
+    logits[row, : allowed.shape[0]].masked_fill_(~allowed, float("-inf"))
+    logits[row, allowed.shape[0]:] = float("-inf")

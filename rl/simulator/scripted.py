@@ -38,7 +38,7 @@ from rl.simulator.base import STOP, Message, SimulatorError, last_agent_text
 from rl.simulator.proposal import Records, states_action
 from rl.tasks.criteria import same_action
 from rl.tasks.goals import REASONS
-from rl.tasks.phrasing import order_ref, proposal_matches
+from rl.tasks.phrasing import proposal_matches, proposes_request
 from rl.tasks.schema import Goal, Task
 from rl.tasks.tools_meta import WRITE_TOOLS
 
@@ -259,8 +259,7 @@ class ScriptedSession:
         proposes a cancellation for every request would have every shift to a cancellation
         accepted."""
         g = self.goal
-        terms = [order_ref(g.order_id)] if g.order_id else []
-        return proposal_matches(text, g.kind, terms, kind_text=self.records.outside_descriptions(text))
+        return proposes_request(text, g.kind, g.order_id, kind_text=self.records.outside_descriptions(text))
 
     def _refuse(self, proposal: str, line: str) -> tuple[str, bool]:
         """Say no to `proposal`, unless it states the goal's action in full: refusing that would

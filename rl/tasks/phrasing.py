@@ -117,3 +117,10 @@ def proposal_matches(message: str, kind: str, terms: list[str], *, kind_text: st
         if any(_names_word(k, w) for w in KIND_EXCLUDE.get(kind, ())):
             return False
     return all(mentions(message, t) for t in terms)
+
+
+def proposes_request(message: str, kind: str, order_id: str | None, *, kind_text: str | None = None) -> bool:
+    """Does an agent's proposal name the customer's request: its `kind` of action, on its order
+    when it has one (what a goal shift waits for, rl/simulator/scripted.py)? Unlike a full match it
+    does not ask for the request's distinctive terms (a new address, a payment method)."""
+    return proposal_matches(message, kind, [order_ref(order_id)] if order_id else [], kind_text=kind_text)
