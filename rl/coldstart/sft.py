@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.chat.format import IM_END
-from rl.grpo.logprobs import micro_batches, token_logprobs
+from rl.grpo.logprobs import nll_loss
 from rl.grpo.trace import Trace, trace_from_messages
 from rl.models.tokenizer import encode, ordinary_ids
 
@@ -109,23 +109,6 @@ def with_input_noise(trace: Trace, spans: list[tuple[int, int]], rng: random.Ran
     return out
 
 
-def sft_loss(model: PreTrainedModel, traces: list[Trace], micro_batch_tokens: int, pad_id: int,
-             backward: bool = True) -> tuple[float, int, int]:
-    """Token-mean NLL over assistant tokens of `traces` (gradients accumulated when `backward`).
-    Returns (loss, assistant tokens, all tokens processed)."""
-    total = sum(t.n_generated for t in traces)
-    loss_sum, processed = 0.0, 0
-    for mb in micro_batches(traces, micro_batch_tokens, pad_id):
-        with torch.set_grad_enabled(backward):
-            lp, _ = token_logprobs(model, mb)
-            loss = -(lp * mb.loss_mask).sum() / max(total, 1)
-            if backward:
-                loss.backward()
-        loss_sum += float(loss.detach())
-        processed += mb.n_tokens
-    return loss_sum, total, processed
-
-
 def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: list[dict[str, Any]],
               cfg: SFTConfig, on_step: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     traces, dropped = build_traces(tok, records, cfg.max_tokens)
@@ -163,7 +146,7 @@ def sft_train(model: PreTrainedModel, tok: PreTrainedTokenizerBase, records: lis
             g["lr"] = lr_at(step)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss, n_assistant, n_tokens = sft_loss(model, batch, cfg.micro_batch_tokens, tok.pad_token_id)
+        loss, n_assistant, n_tokens = nll_loss(model, batch, cfg.micro_batch_tokens, tok.pad_token_id)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
         opt.step()
         dt = time.perf_counter() - t0

@@ -178,8 +178,16 @@ class Stages:
             from rl.simulator.noisy import NoisyCustomer, noise_words
 
             user = NoisyCustomer(user, noise_words(tok), r.grpo_customer_noise)
+        anchor: list[Any] = []
+        if config.anchor_coef:  # GRPO from the cold start keeps to the cold start's own data
+            if init != "cold_start":
+                config = config.model_copy(update={"anchor_coef": 0.0})  # w/o cold start never sees it
+            else:
+                from rl.coldstart.sft import build_traces
+
+                anchor, _ = build_traces(tok, self._sft_records(), r.sft.max_tokens)
         trainer = GRPOTrainer(model, tok, tasks, episodes(user, greedy=False), config, run_dir,
-                              manifest={**manifest, "parent": init, "user": user.name})
+                              manifest={**manifest, "parent": init, "user": user.name}, anchor=anchor)
         selector = None
         if val_tasks:
             scorer = validation_score(episodes(make_user(r.train_customer), greedy=True), val_tasks)

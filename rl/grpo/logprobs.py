@@ -2,7 +2,8 @@
 
 Traces are right-padded into a micro-batch of at most `max_tokens` padded tokens; the value at
 position t is the log-prob of token t given tokens < t (position 0 has none and gets 0). Used for the
-reference model, the policy update and SFT, so all three see exactly the same tensors.
+reference model, the policy update and SFT, so all three see exactly the same tensors. `nll_loss` is
+SFT's loss, also GRPO's anchor to the cold-start data (rl/grpo/trainer.py).
 
 With `constrained`, a token that was sampled under a constraint (the trace records what it allowed:
 `Trace.constrained`) gets its log-prob under the distribution renormalised over the allowed tokens,
@@ -145,3 +146,20 @@ def token_logprobs(model: PreTrainedModel, mb: MicroBatch, with_entropy: bool = 
     if ent is not None:
         ent = torch.nn.functional.pad(ent, (1, 0))
     return lp, ent
+
+
+def nll_loss(model: PreTrainedModel, traces: list[Trace], micro_batch_tokens: int, pad_id: int,
+             backward: bool = True, scale: float = 1.0) -> tuple[float, int, int]:
+    """Token-mean NLL over the assistant tokens of `traces`, with gradients of `scale` x it
+    accumulated when `backward`. Returns (the unscaled loss, assistant tokens, all tokens processed)."""
+    total = sum(t.n_generated for t in traces)
+    loss_sum, processed = 0.0, 0
+    for mb in micro_batches(traces, micro_batch_tokens, pad_id):
+        with torch.set_grad_enabled(backward):
+            lp, _ = token_logprobs(model, mb)
+            loss = -(lp * mb.loss_mask).sum() / max(total, 1)
+            if backward:
+                (loss * scale).backward()
+        loss_sum += float(loss.detach())
+        processed += mb.n_tokens
+    return loss_sum, total, processed

@@ -21,6 +21,15 @@ with, entropy, clip fraction and the share of forced tokens (one token allowed).
 `keep_rollouts`, every rollout of a step also goes to `DIR/rollouts.jsonl.gz`: the text the model
 read and wrote (decoded from its trace) with its step, task, kind, trial, reward and how it ended,
 the sampled episodes GRPO learns from, to read when a kind earns no reward.
+
+With `anchor_coef` > 0 and anchor conversations (the cold start's SFT data), every optimizer step
+also takes `anchor_coef` x the SFT loss (token-mean NLL of the assistant tokens) of `anchor_batch`
+of them, drawn afresh for each step: InstructGPT's PPO-ptx, with the cold-start data in place of
+pre-training text. GRPO only moves kinds whose sampled rollouts sometimes earn reward; a kind it
+samples no success for (haggling, plain address changes at temperature 1) gets no gradient of its
+own and drifts with everyone else's, and the anchor holds what the cold start did there. Its
+gradient is small wherever the policy still agrees with the cold-start data (an NLL near 0), so it
+pulls only where the policy has moved away. Logged per step as `anchor_nll`.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from rl.grpo.algorithm import (
 )
 from rl.grpo.batches import stratified_sample
 from rl.grpo.dynamics import rollout_metrics
-from rl.grpo.logprobs import micro_batches, token_logprobs
+from rl.grpo.logprobs import micro_batches, nll_loss, token_logprobs
 from rl.grpo.trace import Trace
 from rl.models.tiny import load_model_folder, save_model_folder
 
@@ -87,6 +96,9 @@ class GRPOConfig(BaseModel):
     save_every: int = 1
     keep_checkpoints: int = 2
     keep_rollouts: bool = False  # every rollout's text to rollouts.jsonl.gz (module doc)
+    # the SFT loss on the cold-start data beside the GRPO loss (module doc); 0: off
+    anchor_coef: float = Field(default=0.0, ge=0.0)
+    anchor_batch: int = Field(default=16, ge=1)  # anchor conversations per optimizer step
     seed: int = 0
 
     @field_validator("loss_agg")
@@ -107,8 +119,12 @@ class GRPOConfig(BaseModel):
 class GRPOTrainer:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[Any],
                  rollout: RolloutFn, config: GRPOConfig, out_dir: str | Path,
-                 manifest: dict[str, Any] | None = None, task_id: Callable[[Any], str] = str) -> None:
+                 manifest: dict[str, Any] | None = None, task_id: Callable[[Any], str] = str,
+                 anchor: Sequence[Trace] = ()) -> None:
         self.model, self.tok, self.tasks, self.rollout, self.cfg = model, tokenizer, list(tasks), rollout, config
+        if config.anchor_coef and not anchor:
+            raise ValueError("anchor_coef > 0 needs anchor conversations (the cold start's SFT data)")
+        self.anchor = list(anchor)
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.manifest = manifest or {}
@@ -187,6 +203,8 @@ class GRPOTrainer:
             if not batch:
                 continue
             processed += self._update_once(batch, advs, sums)
+            if self.cfg.anchor_coef:
+                self._anchor_once(len(grad_norms), sums)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)))
             self.opt.step()
         update_rollouts = len(keep)
@@ -197,6 +215,8 @@ class GRPOTrainer:
                        clip_frac=sums["clipped"] / n,
                        pg_loss=sums["pg"] / n, grad_norm=max(grad_norms, default=0.0), update_rollouts=update_rollouts,
                        forced_frac=sums["forced"] / n, constrained_frac=sums["constrained"] / n,
+                       anchor_nll=sums["anchor_nll"] / max(len(grad_norms), 1) if self.cfg.anchor_coef else None,
+                       anchor_tokens=int(sums["anchor_tokens"]),
                        optimizer_steps=len(grad_norms),
                        update_tokens=processed, update_seconds=elapsed,
                        update_tokens_per_s=processed / elapsed if elapsed else 0.0)
@@ -232,6 +252,16 @@ class GRPOTrainer:
             sums["constrained"] += mb.n_constrained
             sums["forced"] += int(mb.con_forced.sum()) if mb.con_forced is not None else 0
         return processed
+
+    def _anchor_once(self, part: int, sums: Counter) -> None:
+        """Add `anchor_coef` x the SFT loss of this optimizer step's anchor conversations to the
+        gradient."""
+        rng = random.Random(f"anchor:{self.cfg.seed}:{self.step}:{part}")  # the same draw after a resume
+        batch = rng.sample(self.anchor, min(self.cfg.anchor_batch, len(self.anchor)))
+        nll, _, processed = nll_loss(self.model, batch, self.cfg.micro_batch_tokens, self.tok.pad_token_id,
+                                     scale=self.cfg.anchor_coef)
+        sums["anchor_nll"] += nll
+        sums["anchor_tokens"] += processed
 
     # ------------------------------------------------------------------ checkpoints
     @property

@@ -3,7 +3,8 @@
 import torch
 
 from rl.chat.format import render_conversation
-from rl.coldstart.sft import SFTConfig, build_traces, sft_loss, sft_train
+from rl.coldstart.sft import SFTConfig, build_traces, sft_train
+from rl.grpo.logprobs import nll_loss
 from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
 from rl.models.tokenizer import train_bpe
 
@@ -33,9 +34,9 @@ def test_sft_loss_falls_on_a_small_fixed_set():
     model = build_tiny_model(tok, MICRO)
     traces, dropped = build_traces(tok, recs, 4096)
     assert dropped == 0
-    start, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    start, _, _ = nll_loss(model, traces, 4096, tok.pad_token_id, backward=False)
     history = sft_train(model, tok, recs, SFTConfig(epochs=25, batch_size=6, lr=1e-2, warmup_steps=2))
-    end, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    end, _, _ = nll_loss(model, traces, 4096, tok.pad_token_id, backward=False)
     assert len(history) == 50
     assert end < 0.3 * start, (start, end)
 
@@ -50,7 +51,7 @@ def test_loss_ignores_everything_but_assistant_tokens():
     b, _ = build_traces(tok, changed, 4096)
     # different tool output (context) changes the loss only through conditioning, never by being scored
     assert [t.n_generated for t in a] == [t.n_generated for t in b]
-    la, na, _ = sft_loss(model, a, 4096, tok.pad_token_id, backward=False)
+    la, na, _ = nll_loss(model, a, 4096, tok.pad_token_id, backward=False)
     assert na == sum(t.n_generated for t in a) and la > 0
 
 
@@ -86,7 +87,7 @@ def test_sft_with_input_noise_still_learns():
     tok = train_bpe([render_conversation(r["messages"], r["tools"]) for r in recs], vocab_size=400)
     model = build_tiny_model(tok, MICRO)
     traces, _ = build_traces(tok, recs, 4096)
-    start, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    start, _, _ = nll_loss(model, traces, 4096, tok.pad_token_id, backward=False)
     sft_train(model, tok, recs, SFTConfig(epochs=25, batch_size=6, lr=1e-2, warmup_steps=2, input_noise=0.2))
-    end, _, _ = sft_loss(model, traces, 4096, tok.pad_token_id, backward=False)
+    end, _, _ = nll_loss(model, traces, 4096, tok.pad_token_id, backward=False)
     assert end < 0.3 * start, (start, end)

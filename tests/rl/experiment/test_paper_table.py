@@ -15,8 +15,11 @@ GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 
 
 def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
-    # with noisy GRPO customers (rl/simulator/noisy.py): the evaluations never have the noise
-    recipe = get_recipe("smoke").model_copy(update={"grpo_customer_noise": 0.3})
+    # with noisy GRPO customers (rl/simulator/noisy.py): the evaluations never have the noise; and
+    # with the anchor to the cold-start data (rl/grpo/trainer.py), which only runs from the cold start get
+    smoke = get_recipe("smoke")
+    recipe = smoke.model_copy(update={"grpo_customer_noise": 0.3,
+                                      "grpo": smoke.grpo.model_copy(update={"anchor_coef": 0.5})})
     out = tmp_path / "paper"
     table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
                        command="muarl experiment paper-table --recipe smoke").run()
@@ -81,6 +84,11 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     assert (out / "plots" / "sft_loss.png").stat().st_size > 0 and (out / "plots" / "grpo_curves.png").exists()
     assert (out / "plots" / "grpo_reward_by_category.png").stat().st_size > 0
     assert json.loads((out / "grpo" / "mua_rl_s0" / "metrics.jsonl").read_text().splitlines()[0])["reward_by_category"]
+    for model, anchored in [("mua_rl_s0", True), ("static_query_s0", True), ("no_cold_start_s0", False)]:
+        step = json.loads((out / "grpo" / model / "metrics.jsonl").read_text().splitlines()[0])
+        config = json.loads((out / "models" / model / "manifest.json").read_text())["training"]["config"]
+        assert config["anchor_coef"] == (0.5 if anchored else 0.0)
+        assert (step["anchor_nll"] > 0 and step["anchor_tokens"] > 0) if anchored else step["anchor_nll"] is None
     # why failed episodes failed, per row: every failed episode shows at least one cause
     failures = json.loads((out / "failures.json").read_text())
     assert set(failures) == set(on_disk["models"])

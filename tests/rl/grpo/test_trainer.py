@@ -203,3 +203,49 @@ def test_the_kl_coefficient_follows_its_target_and_survives_a_resume(tiny_tok, t
     resumed = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), rollout, cfg.model_copy(update={"steps": 4}),
                           tmp_path / "r")
     assert resumed.kl_coef == pytest.approx(coef)
+
+
+def _weights(model):
+    return torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+
+
+def _anchor_traces(tok):
+    from rl.grpo.trace import trace_from_messages
+
+    return [trace_from_messages(tok, [{"role": "user", "content": f"Please look up order #W{1000 + i}."},
+                                      {"role": "assistant", "content": "It is pending. Anything else?"}])
+            for i in range(6)]
+
+
+def test_the_anchor_pulls_the_policy_toward_the_cold_start_data_when_no_group_is_informative(
+        tiny_tok, tiny_model, tmp_path):
+    from rl.grpo.logprobs import nll_loss
+
+    def no_reward(model, tasks, group_size, step):  # every group all wrong: no policy gradient at all
+        traces = toy_rollout_fn(tiny_tok)(model, tasks, group_size, step)
+        for t in traces:
+            t.reward = 0.0
+        return traces
+
+    anchor = _anchor_traces(tiny_tok)
+    cfg = GRPOConfig(steps=3, tasks_per_step=2, group_size=2, lr=1e-2, save_every=3)
+    before = _weights(tiny_model)
+    plain = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), no_reward, cfg, tmp_path / "plain", anchor=anchor)
+    history = plain.run()
+    assert torch.equal(_weights(tiny_model), before)  # nothing to learn from: the policy stays put
+    assert history[0]["anchor_nll"] is None and history[0]["anchor_tokens"] == 0
+
+    start, _, _ = nll_loss(tiny_model, anchor, 4096, tiny_tok.pad_token_id, backward=False)
+    anchored = GRPOTrainer(tiny_model, tiny_tok, list(range(4)), no_reward,
+                           cfg.model_copy(update={"anchor_coef": 1.0, "anchor_batch": 4}), tmp_path / "anchored",
+                           anchor=anchor)
+    history = anchored.run()
+    end, _, _ = nll_loss(tiny_model, anchor, 4096, tiny_tok.pad_token_id, backward=False)
+    assert end < start - 0.5, (start, end)
+    assert [m["anchor_nll"] > 0 and m["anchor_tokens"] > 0 for m in history] == [True] * 3
+    assert history[0]["anchor_nll"] == pytest.approx(start, rel=0.2)  # 4 of the 6 conversations
+
+
+def test_an_anchor_coefficient_without_anchor_conversations_is_refused(tiny_tok, tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="anchor conversations"):
+        GRPOTrainer(tiny_model, tiny_tok, [0], toy_rollout_fn(tiny_tok), GRPOConfig(anchor_coef=0.5), tmp_path)
