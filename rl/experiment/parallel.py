@@ -3,7 +3,8 @@ by side in worker processes: once the base model and the cold start exist, `work
 the stages left (a GRPO run per row and seed, an evaluation per model) in dependency order, the
 stage with the longest chain of work behind it first, since one tiny model's batched decoding leaves
 part of the machine idle. Each worker has `threads // workers` torch threads, its own snapshot, sandbox pool and
-event loop, and a share of the server's connections (rl/env/sandbox.py `sandbox_share`); with one
+event loop, and a share of the server's connections (rl/env/sandbox.py `sandbox_share`), never more
+than it can use (`sandboxes_needed`), so that later jobs on the same server get theirs; with one
 worker the same schedule runs in the calling process. Finished stages are never rerun, so an
 interrupted run continues; a failing stage stops the run, the other workers are terminated (they
 drop their sandboxes and snapshots) and the error names the stage with the worker's traceback."""
@@ -41,6 +42,14 @@ log = structlog.get_logger(__name__)
 # A stage's weight when choosing what to start next: a GRPO run of cpu-tiny takes 600-1100 s, one
 # greedy evaluation of 105 tasks with one customer 40-80 s; a trial more costs about half as much.
 GRPO_COST = 10.0
+
+
+def sandboxes_needed(recipe: ExperimentRecipe) -> int:
+    """The most sandboxes (one server connection each) one worker uses at once: a GRPO step's
+    rollouts plus its pool's spares, or the evaluation harness's two per concurrent episode (the
+    worker's own pool is released meanwhile). A worker takes no more than this of the server's
+    connections, leaving the rest to other jobs on the same server."""
+    return max(recipe.rollout_concurrency + recipe.pool_size, 2 * recipe.eval_concurrency)
 
 
 def evaluation_cost(trials: int, customers: int) -> float:
@@ -202,9 +211,15 @@ def run_in_workers(recipe: ExperimentRecipe, out: Path, jobs: list[Job], finishe
     if n == 0:
         return {}
     url = normalize_url(server_url) if server_url else database_url()
-    share = asyncio.run(sandbox_share(url, n))
+    need = sandboxes_needed(recipe)
+    share = min(asyncio.run(sandbox_share(url, n)), need)
     threads = max(1, recipe.threads // n)
     log.info("experiment.workers", workers=n, threads=threads, sandboxes_each=share, stages=len(left))
+    if share < need:
+        log.warning("experiment.few_sandboxes", sandboxes_each=share, needed_each=need,
+                    hint="other jobs hold most of the database server's connections: each worker runs "
+                         f"{share} episodes at a time instead of {need}, so rollouts and evaluations are slower; "
+                         "raise the server's max_connections or wait for the other jobs")
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited torch threads or event loop
     # torch threads per worker, shared with the workers: the busy ones split `recipe.threads`
     shares = ctx.Array("i", [threads] * n, lock=False)

@@ -9,7 +9,14 @@ import queue
 import pytest
 import torch
 
-from rl.experiment.parallel import Job, _QueueReporter, chain_cost, next_job, training_and_evaluation_jobs
+from rl.experiment.parallel import (
+    Job,
+    _QueueReporter,
+    chain_cost,
+    next_job,
+    sandboxes_needed,
+    training_and_evaluation_jobs,
+)
 from rl.experiment.plan import grpo_customer
 from rl.experiment.recipe import get_recipe
 
@@ -80,3 +87,9 @@ def test_grpo_rows_train_with_the_recipes_customer_and_static_query_with_the_sta
     assert grpo_customer(get_recipe("smoke"), "mua_rl") == "scripted"
     with pytest.raises(ValueError):
         RECIPE.model_validate({**RECIPE.model_dump(), "train_customer": "heldout"})
+
+
+def test_a_worker_takes_only_the_sandboxes_it_can_use():
+    # a step's 64 rollouts and the pool's 16 spares, or the harness's two per concurrent episode
+    assert sandboxes_needed(RECIPE) == 64 + 16
+    assert sandboxes_needed(RECIPE.model_copy(update={"eval_concurrency": 48})) == 96
