@@ -22,6 +22,13 @@ with, entropy, clip fraction and the share of forced tokens (one token allowed).
 read and wrote (decoded from its trace) with its step, task, kind, trial, reward and how it ended,
 the sampled episodes GRPO learns from, to read when a kind earns no reward.
 
+`drop_uninformative_groups` leaves out the groups whose rollouts all earned the same reward (their
+advantage is 0, so their policy gradient is too). By itself it also renormalises: the informative
+groups alone are split into mini-batches and averaged, so a step with one informative group moves
+the policy as far as a step with eight. With `drop_keeps_scale` every group is split and each
+rollout keeps the weight it has in verl's loss over the whole mini-batch, so the drop only saves CPU
+(and the dropped rollouts' KL term).
+
 With `anchor_coef` > 0 and anchor conversations (the cold start's SFT data), every optimizer step
 also takes `anchor_coef` x the SFT loss (token-mean NLL of the assistant tokens) of `anchor_batch`
 of them, drawn afresh for each step: InstructGPT's PPO-ptx, with the cold-start data in place of
@@ -90,6 +97,11 @@ class GRPOConfig(BaseModel):
     grad_clip: float = 1.0
     micro_batch_tokens: int = 8192
     drop_uninformative_groups: bool = False  # skip all-equal groups in the update (saves CPU; not verl)
+    # With the drop: split every group into mini-batches and weigh each informative rollout as if the
+    # dropped ones were there (verl's scale: a step with few informative groups moves the policy
+    # less). Off: the informative groups alone are split and normalised, so a step with one of them
+    # takes as large a step as one with eight. Either way the dropped rollouts' KL term is not taken.
+    drop_keeps_scale: bool = False
     mini_batches: int = 1  # optimizer steps per rollout batch, over disjoint sets of groups (verl's ppo_mini_batch)
     ppo_epochs: int = Field(default=1, ge=1)  # passes over each rollout batch (verl's ppo_epochs)
     loss_agg: str = "token-mean"  # or "seq-mean-token-mean" (verl's loss_agg_mode; rl/grpo/algorithm.py)
@@ -182,11 +194,12 @@ class GRPOTrainer:
         t0 = time.perf_counter()
         adv = group_advantages([t.reward for t in traces], [t.group for t in traces], [t.excluded for t in traces])
         metrics = rollout_metrics(traces)
-        keep = [i for i, t in enumerate(traces) if not t.excluded and t.n_generated > 0]
-        if self.cfg.drop_uninformative_groups:
-            keep = [i for i in keep if adv[i] != 0.0]
+        valid = [i for i, t in enumerate(traces) if not t.excluded and t.n_generated > 0]
+        keep = [i for i in valid if adv[i] != 0.0] if self.cfg.drop_uninformative_groups else valid
+        # the rollouts mini-batches and loss weights are made of (module doc: `drop_keeps_scale`)
+        scale_from = valid if self.cfg.drop_keeps_scale else keep
         # Mini-batches hold whole groups (verl splits the batch the same way, by prompt).
-        groups = sorted({traces[i].group for i in keep}, key=str)
+        groups = sorted({traces[i].group for i in scale_from}, key=str)
         shuffle = random.Random(f"{self.cfg.seed}:{self.step}")
         n_mb = max(1, min(self.cfg.mini_batches, len(groups)))
         sums: Counter = Counter()
@@ -197,12 +210,15 @@ class GRPOTrainer:
         for _ in range(self.cfg.ppo_epochs):
             shuffle.shuffle(groups)
             parts += [set(groups[part::n_mb]) for part in range(n_mb)]
+        kept = set(keep)
         for mine in parts:
-            batch = [traces[i] for i in keep if traces[i].group in mine]
-            advs = [adv[i] for i in keep if traces[i].group in mine]
-            if not batch:
+            members = [i for i in scale_from if traces[i].group in mine]
+            weights = loss_weights([traces[i].n_generated for i in members], self.cfg.loss_agg)
+            chosen = [(i, w) for i, w in zip(members, weights, strict=True) if i in kept]
+            if not chosen:
                 continue
-            processed += self._update_once(batch, advs, sums)
+            processed += self._update_once([traces[i] for i, _ in chosen], [adv[i] for i, _ in chosen],
+                                           [w for _, w in chosen], sums)
             if self.cfg.anchor_coef:
                 self._anchor_once(len(grad_norms), sums)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)))
@@ -226,10 +242,10 @@ class GRPOTrainer:
             self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target, floor=self.cfg.kl_coef)
         return metrics
 
-    def _update_once(self, batch: list[Trace], advs: list[float], sums: Counter) -> int:
-        """Accumulate the gradient of the GRPO loss over `batch` (aggregated over its mask-1 tokens
-        as `loss_agg` says); returns the number of tokens processed."""
-        weights = loss_weights([t.n_generated for t in batch], self.cfg.loss_agg)
+    def _update_once(self, batch: list[Trace], advs: list[float], weights: list[float], sums: Counter) -> int:
+        """Accumulate the gradient of the GRPO loss over `batch`, each rollout's mask-1 tokens
+        weighed by its entry of `weights` (rl/grpo/algorithm.py `loss_weights`); returns the number
+        of tokens processed."""
         self.opt.zero_grad(set_to_none=True)
         processed = 0
         held = self.cfg.constrained_logprobs

@@ -249,3 +249,29 @@ def test_the_anchor_pulls_the_policy_toward_the_cold_start_data_when_no_group_is
 def test_an_anchor_coefficient_without_anchor_conversations_is_refused(tiny_tok, tiny_model, tmp_path):
     with pytest.raises(ValueError, match="anchor conversations"):
         GRPOTrainer(tiny_model, tiny_tok, [0], toy_rollout_fn(tiny_tok), GRPOConfig(anchor_coef=0.5), tmp_path)
+
+
+@pytest.mark.parametrize(("mini_batches", "share"), [(1, 8 / 32), (2, 8 / 16)])
+def test_dropping_uninformative_groups_keeps_verls_scale_when_asked(tiny_tok, tiny_model, tmp_path,
+                                                                   mini_batches, share):
+    import copy
+
+    torch.manual_seed(2)
+    rollout = toy_rollout_fn(tiny_tok)
+    traces = rollout(tiny_model, list(range(4)), 8, 0)
+    for i, t in enumerate(traces):  # group "0" informative (half right), the other three all wrong
+        t.reward = float(t.group == "0" and i % 2)
+    cfg = GRPOConfig(steps=1, tasks_per_step=4, group_size=8, lr=1e-3, kl_coef=0.0, grad_clip=1e9,
+                     loss_agg="seq-mean-token-mean", drop_uninformative_groups=True, mini_batches=mini_batches)
+
+    def gradient(keeps_scale, name):
+        model = copy.deepcopy(tiny_model)
+        m = GRPOTrainer(model, tiny_tok, list(range(4)), rollout,
+                        cfg.model_copy(update={"drop_keeps_scale": keeps_scale}), tmp_path / name).update(traces)
+        assert m["optimizer_steps"] == 1 and m["update_rollouts"] == 8
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    alone, scaled = gradient(False, "alone"), gradient(True, "scaled")
+    assert alone.abs().sum() > 0
+    # one group's mean over its 8 rollouts, against the mean over every rollout of its mini-batch
+    torch.testing.assert_close(scaled, share * alone, rtol=1e-4, atol=1e-8)
