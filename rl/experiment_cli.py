@@ -65,7 +65,7 @@ def paper_table(
     """Cold start, GRPO with simulated customers for several seeds and the ablations, evaluated on
     the frozen test set with the training-style and the held-out customer."""
     from rl.experiment.command import recorded_command
-    from rl.experiment.paper_table import Experiment
+    from rl.experiment.paper_table import Experiment, StaleRunFolder
     from rl.experiment.recipe import get_recipe, with_overrides
 
     try:
@@ -84,8 +84,12 @@ def paper_table(
     command = recorded_command(args)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=console) as progress:
-        table = Experiment(r, out, server_url=database_url, data_dir=data_dir, command=command,
-                           reporter=RichReporter(progress)).run()
+        try:
+            table = Experiment(r, out, server_url=database_url, data_dir=data_dir, command=command,
+                               reporter=RichReporter(progress)).run()
+        except StaleRunFolder as e:
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2) from None
     for name, row in table["rows"].items():
         console.print(f"{name:14s} pass^1 {100 * row['pass1']:5.1f}  TCR {100 * row['tcr']:5.1f}  "
                       f"({row['n_seeds']} seed{'s' if row['n_seeds'] > 1 else ''})")

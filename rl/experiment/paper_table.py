@@ -1,6 +1,7 @@
 """`muarl experiment paper-table`: the MUA-RL paper's table in miniature, end to end in one command.
 Stages, each writing its result under DIR and skipped when it is already there (so an interrupted
-run continues; `reused_stages` in the table lists them): task sets on disjoint customers
+run continues; `reused_stages` in the table lists them; a folder whose task sets this recipe
+would not draw is refused, `StaleRunFolder`, before anything in it is written): task sets on disjoint customers
 (`DIR/tasks/`), cold-start data played by the teacher and quality-filtered (`DIR/coldstart/`), a
 BPE tokenizer and random tiny Qwen3 (`DIR/models/base`), SFT (`DIR/models/cold_start`), both trained
 once; then the GRPO runs (rl/experiment/plan.py `grpo_runs`: `mua_rl` for each of `seeds` GRPO
@@ -53,7 +54,7 @@ from rl.experiment.table import build_table, row_notes, table_markdown
 from rl.tasks.schema import Task
 
 log = structlog.get_logger(__name__)
-__all__ = ["GRPO_RUNS", "ROWS", "TASK_SETS", "Experiment", "build_task_sets", "customer_bucket",
+__all__ = ["GRPO_RUNS", "ROWS", "TASK_SETS", "Experiment", "StaleRunFolder", "build_task_sets", "customer_bucket",
            "row_result", "round_robin", "task_set_names", "table_markdown", "write_failures"]
 # Which task set a customer's tasks may go to, by tenths of the customers: 20% test, 10% dev,
 # 35% cold start, 35% RL (validation takes RL-side customers that no RL task uses).
@@ -77,6 +78,10 @@ def frozen_test_seed(recipe: ExperimentRecipe) -> int:
     one of the `task_seed * 10 + k` seeds of the other sets."""
     h = hashlib.sha256(f"paper-table-test:{recipe.task_seed}:{recipe.test_task_seed}".encode()).hexdigest()
     return 10**9 + int(h[:8], 16)
+
+
+class StaleRunFolder(ValueError):
+    """The output folder holds a stage another recipe made, which this run would otherwise reuse."""
 
 
 def build_task_sets(recipe: ExperimentRecipe, data: StoreData) -> TaskSets:
@@ -182,10 +187,10 @@ class Experiment:
         start = time.perf_counter()
         r = self.recipe
         torch.set_num_threads(r.threads)
-        (self.out / "recipe.json").write_text(r.model_dump_json(indent=1))
         data = resolve_store(r.store, self.data_dir)
         reused = ["tasks"] if self._done("tasks") else []
-        tasks = self.tasks(data)
+        tasks = self.tasks(data)  # before recipe.json: a folder of another recipe is refused untouched
+        (self.out / "recipe.json").write_text(r.model_dump_json(indent=1))
         timings: dict[str, float] = {}
         jobs = training_and_evaluation_jobs(r, len(self.customers))
         with ExperimentEnv(self.server_url, data, r.store, r.pool_size) as env:
@@ -242,10 +247,21 @@ class Experiment:
         from rl.tasks.schema import load_tasks, save_tasks
 
         folder = self.out / "tasks"
+        sets = build_task_sets(self.recipe, data)  # cheap: a folder's sets are checked against it
         if self._done("tasks"):
-            return {n: load_tasks(folder / f"{n}.json") for n in self.task_sets}
+            saved = {n: load_tasks(folder / f"{n}.json") for n in self.task_sets}
+            # A folder's later stages were made from its task sets; reusing sets another recipe (an
+            # `rl_mix` or `task_seed` given with --set) would ask for would silently run that recipe
+            # on this one's tasks.
+            differ = [n for n in self.task_sets
+                      if [t.model_dump() for t in saved[n]] != [t.model_dump() for t in sets[n]]]
+            if differ:
+                raise StaleRunFolder(
+                    f"{folder} holds task sets this recipe would not draw ({', '.join(differ)}: made by another "
+                    f"recipe or version); give a new --out folder, or remove {folder} and the stages made "
+                    "from it")
+            return saved
         self.report.stage("tasks")
-        sets = build_task_sets(self.recipe, data)
         for n, ts in sets.items():
             save_tasks(folder / f"{n}.json", ts, meta={"recipe": self.recipe.name, "set": n})
         return sets

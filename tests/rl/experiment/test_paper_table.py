@@ -236,3 +236,35 @@ async def _paper_databases(server_url: str) -> set[str]:
         names = set((await admin.execute(query)).scalars())
         alive = await live_owners(admin)
     return {n for n in names if database_owner(n) not in alive}
+
+
+def test_a_folder_made_by_another_recipe_is_refused_before_anything_is_written(tau_data_dir, tmp_path):
+    """Reusing a folder's task sets for a recipe that would draw others (an `rl_mix` given with
+    --set) would run that recipe on this one's tasks: the run and the command refuse, and the folder
+    keeps its recipe.json and tasks byte for byte. The same recipe reuses them."""
+    import typer
+    from typer.testing import CliRunner
+
+    from rl.cli import register
+    from rl.experiment.paper_table import StaleRunFolder
+    from rl.tasks.stores import resolve_store
+
+    recipe = get_recipe("smoke")
+    data = resolve_store(recipe.store, tau_data_dir)
+    out = tmp_path / "run"
+    first = Experiment(recipe, out, data_dir=tau_data_dir).tasks(data)
+    (out / "recipe.json").write_text(recipe.model_dump_json(indent=1))
+    again = Experiment(recipe, out, data_dir=tau_data_dir).tasks(data)
+    assert {n: [t.id for t in ts] for n, ts in again.items()} == {n: [t.id for t in ts] for n, ts in first.items()}
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    other = recipe.model_copy(update={"rl_mix": ["cancel"] * len(recipe.rl_mix)})
+    with pytest.raises(StaleRunFolder, match=r"\(rl, val: made by another recipe"):
+        Experiment(other, out, data_dir=tau_data_dir).run()
+    app = typer.Typer()
+    register(app)
+    result = CliRunner().invoke(app, ["experiment", "paper-table", "--recipe", "smoke", "--out", str(out),
+                                      "--data-dir", str(tau_data_dir), "--set", "task_seed=3"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "holds task sets this recipe would not draw" in said, result.output
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
