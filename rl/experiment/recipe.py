@@ -115,10 +115,12 @@ class ExperimentRecipe(BaseModel):
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
     # KL: coefficient 0.01 at least, doubled after a step whose KL to the cold start exceeds 1.5x the
-    # target (the runs before issue 23 drifted to 0.4-1.4 with a fixed 0.001)
+    # target (the runs before issue 23 drifted to 0.4-1.4 with a fixed 0.001). All-equal groups are
+    # left out of the update at verl's scale (`drop_keeps_scale`; chosen on the dev set, session 30).
     grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=2e-4, kl_coef=0.01, kl_target=0.2,
                                   micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
-                                  mini_batches=2, loss_agg="seq-mean-token-mean", keep_rollouts=True)
+                                  drop_keeps_scale=True, mini_batches=2, loss_agg="seq-mean-token-mean",
+                                  keep_rollouts=True)
     # GRPO runs of `mua_rl` from the one cold start, with GRPO seeds grpo.seed, grpo.seed + 1, ...;
     # the ablations (`no_cold_start`, `static_query`) run for the first `ablation_seeds` of them (0:
     # none, the table has no ablation rows: a check of MUA-RL's gain on another task seed).
