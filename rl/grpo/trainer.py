@@ -210,15 +210,15 @@ class GRPOTrainer:
         for _ in range(self.cfg.ppo_epochs):
             shuffle.shuffle(groups)
             parts += [set(groups[part::n_mb]) for part in range(n_mb)]
-        kept = set(keep)
         for mine in parts:
             members = [i for i in scale_from if traces[i].group in mine]
-            weights = loss_weights([traces[i].n_generated for i in members], self.cfg.loss_agg)
-            chosen = [(i, w) for i, w in zip(members, weights, strict=True) if i in kept]
+            weight = dict(zip(members, loss_weights([traces[i].n_generated for i in members], self.cfg.loss_agg),
+                              strict=True))
+            chosen = [i for i in keep if traces[i].group in mine]
             if not chosen:
                 continue
-            processed += self._update_once([traces[i] for i, _ in chosen], [adv[i] for i, _ in chosen],
-                                           [w for _, w in chosen], sums)
+            processed += self._update_once([traces[i] for i in chosen], [adv[i] for i in chosen],
+                                           [weight[i] for i in chosen], sums)
             if self.cfg.anchor_coef:
                 self._anchor_once(len(grad_norms), sums)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)))
