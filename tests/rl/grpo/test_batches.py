@@ -14,7 +14,7 @@ class _Task:
     tags: tuple[str, ...]
 
 
-# the cpu-tiny RL mix's shares: 1 1 1 2 4 1 of 10
+# an RL mix's shares, 1 1 1 2 4 1 of 10 (cpu-tiny's until session 31)
 MIX = {"cancel": 1, "info_status": 1, "modify_address": 1, "shift_cancel_cancel": 2,
        "shift_modify_address_cancel": 4, "haggle_cancel": 1}
 POOL = [_Task(f"{kind}-{i}", ("retail", f"category:{kind}")) for kind, share in MIX.items() for i in range(14 * share)]
