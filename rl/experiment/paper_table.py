@@ -140,19 +140,26 @@ def _distinct(tasks: Iterable[Task]) -> list[Task]:
 
 def _validation_tasks(recipe: ExperimentRecipe, data: StoreData, rl_customers: set[str]) -> list[Task]:
     """`n_val_tasks` tasks of the evaluation's kinds, as evenly as they divide, on RL-bucket
-    customers outside `rl_customers`. Few such customers have two pending orders, so the pool drawn
-    from is large (the generator is cheap: a few seconds)."""
+    customers outside `rl_customers`. Few such customers have two pending orders, and the RL set
+    takes most of them, so the pool drawn from is large and grows until every kind has its share
+    (the generator is cheap: a few seconds a pool)."""
     from rl.grpo.rollout import task_category
     from rl.tasks.generator import generate_tasks
 
     n, mix = recipe.n_val_tasks, list(dict.fromkeys(recipe.eval_mix))
-    pool = generate_tasks(data, max(60 * n, 2 * len(mix)), recipe.task_seed * 10 + 4, snapshot=recipe.store,
-                          categories=mix)
-    by_kind: dict[str, list[Task]] = {k: [] for k in mix}
-    for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == "rl"
-                       and t.customer.user_id not in rl_customers):
-        by_kind.setdefault(task_category(t) or "", []).append(t)
-    return round_robin(by_kind, mix, n, what="validation tasks")
+    error = ""
+    for factor in (60, 120, 240):
+        pool = generate_tasks(data, max(factor * n, 2 * len(mix)), recipe.task_seed * 10 + 4, snapshot=recipe.store,
+                              categories=mix)
+        by_kind: dict[str, list[Task]] = {k: [] for k in mix}
+        for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == "rl"
+                           and t.customer.user_id not in rl_customers):
+            by_kind.setdefault(task_category(t) or "", []).append(t)
+        try:
+            return round_robin(by_kind, mix, n, what="validation tasks")
+        except ValueError as e:
+            error = str(e)
+    raise ValueError(error)
 
 
 def round_robin(by_kind: dict[str, list[Any]], kinds: list[str], n: int, what: str = "items") -> list[Any]:
