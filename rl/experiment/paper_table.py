@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,26 +101,36 @@ def build_task_sets(recipe: ExperimentRecipe, data: StoreData) -> TaskSets:
 
 def _bucket_tasks(recipe: ExperimentRecipe, data: StoreData, bucket: str, mix: list[str], n: int, seed: int,
                   stratified: bool = False) -> list[Task]:
-    """`n` distinct tasks of `mix` on customers of `bucket`, from ever larger generated pools (the
-    generator is cheap; a small bucket needs a large pool). `stratified`: the kinds in the mix's
-    proportions (`round_robin`), as the evaluation sets have them, else in the generator's order."""
+    """`n` distinct tasks of `mix` on customers of `bucket` (`_drawn`; a small bucket needs a large
+    pool). `stratified`: the kinds in the mix's proportions (`round_robin`), as the evaluation sets
+    have them, else in the generator's order."""
+    return _drawn(recipe, data, mix, n, seed, (6, 24, 96),
+                  lambda t: customer_bucket(t.customer.user_id, recipe.task_seed) == bucket,
+                  what=f"{bucket} tasks", stratified=stratified)
+
+
+def _drawn(recipe: ExperimentRecipe, data: StoreData, mix: list[str], n: int, seed: int, factors: tuple[int, ...],
+           keep: Callable[[Task], bool], *, what: str, stratified: bool = True) -> list[Task]:
+    """`n` distinct generated tasks of `mix` that `keep` accepts, from pools of `factors` times `n`
+    tasks, each tried only when the one before ran short (the generator is cheap); ValueError
+    naming what ran short when even the largest does."""
     from rl.grpo.rollout import task_category
     from rl.tasks.generator import generate_tasks
 
     error = ""
-    for factor in (6, 24, 96):
+    for factor in factors:
         pool = generate_tasks(data, max(factor * n, 2 * len(mix)), seed, snapshot=recipe.store, categories=mix)
-        mine = _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == bucket)
+        mine = _distinct(t for t in pool if keep(t))
         if not stratified:
             if len(mine) >= n:
                 return mine[:n]
-            error = f"only {len(mine)} {bucket} tasks could be generated (wanted {n})"
+            error = f"only {len(mine)} {what} could be generated (wanted {n})"
             continue
         by_kind: dict[str, list[Task]] = {}
         for t in mine:
             by_kind.setdefault(task_category(t) or "", []).append(t)
         try:
-            return round_robin(by_kind, mix, n, what=f"{bucket} tasks")
+            return round_robin(by_kind, mix, n, what=what)
         except ValueError as e:
             error = str(e)
     raise ValueError(error)
@@ -141,25 +151,12 @@ def _distinct(tasks: Iterable[Task]) -> list[Task]:
 def _validation_tasks(recipe: ExperimentRecipe, data: StoreData, rl_customers: set[str]) -> list[Task]:
     """`n_val_tasks` tasks of the evaluation's kinds, as evenly as they divide, on RL-bucket
     customers outside `rl_customers`. Few such customers have two pending orders, and the RL set
-    takes most of them, so the pool drawn from is large and grows until every kind has its share
-    (the generator is cheap: a few seconds a pool)."""
-    from rl.grpo.rollout import task_category
-    from rl.tasks.generator import generate_tasks
-
-    n, mix = recipe.n_val_tasks, list(dict.fromkeys(recipe.eval_mix))
-    error = ""
-    for factor in (60, 120, 240):
-        pool = generate_tasks(data, max(factor * n, 2 * len(mix)), recipe.task_seed * 10 + 4, snapshot=recipe.store,
-                              categories=mix)
-        by_kind: dict[str, list[Task]] = {k: [] for k in mix}
-        for t in _distinct(t for t in pool if customer_bucket(t.customer.user_id, recipe.task_seed) == "rl"
-                           and t.customer.user_id not in rl_customers):
-            by_kind.setdefault(task_category(t) or "", []).append(t)
-        try:
-            return round_robin(by_kind, mix, n, what="validation tasks")
-        except ValueError as e:
-            error = str(e)
-    raise ValueError(error)
+    takes most of them, so the pools drawn from are large (`_drawn`)."""
+    return _drawn(recipe, data, list(dict.fromkeys(recipe.eval_mix)), recipe.n_val_tasks, recipe.task_seed * 10 + 4,
+                  (60, 120, 240),
+                  lambda t: customer_bucket(t.customer.user_id, recipe.task_seed) == "rl"
+                  and t.customer.user_id not in rl_customers,
+                  what="validation tasks")
 
 
 def round_robin(by_kind: dict[str, list[Any]], kinds: list[str], n: int, what: str = "items") -> list[Any]:
