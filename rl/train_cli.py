@@ -168,7 +168,8 @@ def grpo(model_dir: Annotated[Path, typer.Option("--model", help="model folder t
         rollout = EpisodeRollout(tok, env.loop, env.pool, env.cache, sim,
                                  max_new_tokens=r.max_new_tokens, max_context=r.max_context,
                                  temperature=cfg.temperature, view=ChatView.from_manifest(manifest.get("view")),
-                                 limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
+                                 limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency,
+                                 seed=cfg.seed)
         trainer = GRPOTrainer(model, tok, tasks, rollout, cfg, out, manifest={**manifest, "user": user})
         task = bar.add_task("grpo", total=cfg.steps, completed=trainer.step, info="")
         trainer.run(on_step=lambda m: bar.update(task, advance=1, info=f"reward {m['reward_mean']:.2f}"))

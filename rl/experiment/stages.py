@@ -169,7 +169,8 @@ class Stages:
             return EpisodeRollout(tok, self.env.loop, self.env.pool, self.env.cache, user,
                                   max_new_tokens=r.max_new_tokens, temperature=config.temperature,
                                   max_context=r.max_context, view=self.view, greedy=greedy,
-                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency)
+                                  limits=EpisodeLimits(max_turns=r.max_turns), concurrency=r.rollout_concurrency,
+                                  seed=config.seed)
 
         base_manifest = {**{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
                          "parent": init}

@@ -82,13 +82,17 @@ class EpisodeRollout:
                  cache: GoldStateCache | None, user: UserSimulator, *, max_new_tokens: int = 128,
                  max_context: int = 4096, tools_transform: Callable | None = None, greedy: bool = False,
                  limits: EpisodeLimits | None = None, concurrency: int = 64, view: ChatView | None = None,
-                 temperature: float = 1.0) -> None:
+                 temperature: float = 1.0, seed: int = 0, episode_streams: bool = True) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
         self.temperature = temperature
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
         self.last_generation: dict[str, float] = {}
+        # the GRPO run's seed: it and the step seed every episode's sampling stream, so two runs with
+        # other seeds never sample the same rollouts of a task they both draw at a step
+        self.seed = seed
+        self.episode_streams = episode_streams  # rl/policies/local.py: each episode its own sampling stream
 
     def __call__(self, model: PreTrainedModel, tasks: list[Task], group_size: int, step: int) -> list[Trace]:
         trajectories, traces = self.play(model, tasks, group_size, seed=step * 1000)
@@ -97,8 +101,9 @@ class EpisodeRollout:
     def play(self, model: PreTrainedModel, tasks: list[Task], trials: int, seed: int = 0) -> tuple[
             list[Trajectory], list[Trace]]:
         engine = LocalPolicy(model, self.tok, greedy=self.greedy, temperature=self.temperature,
-                             max_new_tokens=self.max_new_tokens, max_context=self.max_context, seed=seed,
-                             view=self.view)
+                             max_new_tokens=self.max_new_tokens, max_context=self.max_context,
+                             seed=self.seed * 1_000_003 + seed, view=self.view,
+                             episode_streams=self.episode_streams)
         policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
         trajectories = self.loop.run(self._play(policy, tasks, trials, seed))
         st = engine.stats

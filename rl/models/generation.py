@@ -2,7 +2,9 @@
 sampling at a temperature (rollouts: the GRPO recipe's, 1.0 by default) or greedily (evaluation),
 and returns for every prompt the new token ids, the log-prob each was sampled with (under the
 distribution it was drawn from: softmax(logits / temperature), no top-k/top-p; greedy tokens get the
-untempered log-prob) and whether the turn ended with the end-of-turn token. Under a constraint
+untempered log-prob) and whether the turn ended with the end-of-turn token. Samples come from one
+shared generator or, given one random stream per row, from each row's own (so a row's tokens do not
+depend on the rest of its batch). Under a constraint
 (tool-call grammar, shown references) each token chosen from a masked distribution also records what
 the mask allowed, as a packed bit mask (`pack_allowed`), and its log-prob under the masked
 distribution, so that training can use the distribution the token was really drawn from
@@ -11,6 +13,8 @@ distribution, so that training can use the distribution the token was really dra
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,7 +127,8 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
                         max_new_tokens: int, eos_id: int, pad_id: int, temperature: float = 1.0,
                         greedy: bool = False, generator: torch.Generator | None = None,
                         return_caches: bool = True, constraint: CallConstraint | None = None,
-                        call_overrun: int = 0, compact: bool = True) -> tuple[list[Generation], list[PrefixCache]]:
+                        call_overrun: int = 0, compact: bool = True,
+                        streams: Sequence[random.Random] | None = None) -> tuple[list[Generation], list[PrefixCache]]:
     """`generate_batch` for conversations that were continued before: row i's cache holds the first
     tokens of `prompts[i]`, so only the rest (the new customer message or tool results and the
     generation prompt) is processed. Cached rows are left padded to a common length, the new parts
@@ -138,8 +143,14 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     malformed one. With `compact`, rows that have finished leave the decoding batch (and cached
     columns no remaining row attends to leave the cache) once they are a quarter of it: a decoding
     step reads every cached row's keys and values, and most turns end long before the batch's
-    longest; the tokens are those of a batch that keeps them (tests/rl/models/test_generation.py)."""
+    longest; the tokens are those of a batch that keeps them (tests/rl/models/test_generation.py).
+    With `streams` (one random stream per row), row i's samples are drawn from `streams[i]` alone, one
+    uniform per token it generates, instead of from `generator`: what a row samples then does not
+    depend on which other rows share its batch or in which order, so episodes batched by arrival
+    time (rl/policies/local.py) sample the same tokens run after run."""
     n = len(prompts)
+    if streams is not None and len(streams) != n:
+        raise ValueError(f"{len(streams)} random streams for {n} prompts")
     if not n:
         return [], []
     if not greedy and temperature <= 0:
@@ -196,8 +207,12 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     limit = max_new_tokens + overrun
     for step in range(limit):
         masked = constraint.mask_logits(logits) if constraint is not None else None
+        uniforms = None
+        if streams is not None and not greedy:  # one draw per row still generating; finished rows draw none
+            uniforms = torch.tensor([streams[i].random() if a else 0.0 for i, a in enumerate(alive.tolist())],
+                                    dtype=torch.float64)
         tok, tok_lp = _sample(logits, greedy=greedy, temperature=scale, generator=generator,
-                              choose_from=masked)
+                              choose_from=masked, uniforms=uniforms)
         held: dict[int, tuple[bytes, float]] = {}
         if constraint is not None and masked is not None and constraint.masked:
             rows = [i for i in constraint.masked if bool(alive[i])]
@@ -262,11 +277,15 @@ def _row_cache(cache: DynamicCache, pos: int, attended: torch.Tensor) -> PrefixC
 
 
 def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator: torch.Generator | None,
-            choose_from: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            choose_from: torch.Tensor | None = None,
+            uniforms: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The next token of each row (argmax, or a sample at `temperature`, of `choose_from`: the
     logits with disallowed tokens at -inf, by default `logits`) and its log-prob under the unmasked
     distribution it was sampled from, softmax(logits / temperature) (untempered when greedy; the
-    constrained one is computed by the caller; `temperature` > 0, checked by the caller)."""
+    constrained one is computed by the caller; `temperature` > 0, checked by the caller). With
+    `uniforms` (one per row, in [0, 1)), row i takes the token where its cumulative probability
+    first exceeds `uniforms[i]` (inverse-CDF sampling: the same distribution as `torch.multinomial`,
+    from a draw that belongs to the row)."""
     scaled = logits.float() if greedy or temperature == 1.0 else logits.float() / temperature
     logp = torch.log_softmax(scaled, dim=-1)
     pick = logits if choose_from is None else choose_from
@@ -274,5 +293,19 @@ def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator
         tok = pick.float().argmax(-1)
     else:
         probs = torch.softmax(pick.float() / temperature, dim=-1)
-        tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        if uniforms is None:
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        else:
+            tok = _inverse_cdf(probs, uniforms)
     return tok, logp.gather(-1, tok[:, None]).squeeze(-1)
+
+
+def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Per row, the first token whose cumulative probability exceeds `uniforms[row]` times the row's
+    total (a token of probability 0 never qualifies: the sum does not grow there). Summed in float64,
+    so that rounding cannot carry a draw past the last token that has probability."""
+    cdf = probs.double().cumsum(-1)
+    target = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
+    tok = torch.searchsorted(cdf, target, right=True).squeeze(-1)
+    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(-1)  # each row's last token with probability
+    return torch.minimum(tok, last)

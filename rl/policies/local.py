@@ -4,7 +4,9 @@ acting as the agent in many episodes at once.
 Every episode calls `act(episode_id, messages, tools)`; the calls of all running episodes are
 batched into one KV-cached `generate_continuing` (it runs in a worker thread, so sandboxes and simulated
 customers keep working meanwhile; calls that arrive during a generation form the next batch).
-Sampling at temperature 1.0 for rollouts, greedy for evaluation. For each episode the policy
+Sampling at temperature 1.0 for rollouts, greedy for evaluation; each episode samples from its own
+random stream (seeded by the policy's seed and the episode's key), so which episodes share a batch,
+which arrival timing decides, does not change what any of them samples. For each episode the policy
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
@@ -32,6 +34,7 @@ as it would have written them.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +92,8 @@ class _Episode:
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
+    # the episode's own random stream for sampling: its tokens do not depend on which episodes share its batches
+    rng: random.Random | None = None
 
 
 @dataclass
@@ -121,7 +126,8 @@ class LocalPolicy:
                  temperature: float = 1.0, max_new_tokens: int = 256, max_context: int = 8192,
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
                  max_cached_episodes: int = 256, view: ChatView | None = None,
-                 constrain_calls: bool | None = None, call_overrun: int = 160, adopt_history: bool = False) -> None:
+                 constrain_calls: bool | None = None, call_overrun: int = 160, adopt_history: bool = False,
+                 episode_streams: bool = True) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
@@ -140,7 +146,11 @@ class LocalPolicy:
         self._system_caches: dict[tuple[int, ...], PrefixCache] = {}  # system-turn tokens -> their cache
         self._queue: list[_Request] = []
         self._worker: asyncio.Task | None = None
-        self._gen = torch.Generator().manual_seed(seed)
+        self.seed = seed
+        # each episode samples from its own stream; off, all draw from one generator in batch order
+        # (what GRPO did before: bench/grpo_repeat_bench.py measures the difference)
+        self.episode_streams = episode_streams
+        self._gen = torch.Generator().manual_seed(seed)  # for prompts generated outside an episode
 
     # ---------------------------------------------------------------- episode side
     async def act(self, episode_id: str, messages: list[dict[str, Any]],
@@ -199,8 +209,12 @@ class LocalPolicy:
         return g
 
     def new_episode(self, key: str = "") -> _Episode:
-        """A fresh episode; `key` names its conversation (it seeds the view's shuffled references)."""
-        return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key))
+        """A fresh episode; `key` names its conversation: it seeds the view's shuffled references and,
+        with the policy's seed, the episode's sampling stream (so an episode samples the same tokens
+        whatever else runs beside it: batches form by arrival time, which sandboxes and the database
+        make differ from run to run)."""
+        return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key),
+                        rng=random.Random(f"{self.seed}:{key}"))
 
     def open_episode(self, episode_id: str, key: str = "") -> None:
         """Start `episode_id` as a fresh conversation named `key` (see `new_episode`)."""
@@ -303,9 +317,12 @@ class LocalPolicy:
         eps = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.reuse_cache else [None] * len(
             prompts)
         caches = [ep.cache if ep is not None else None for ep in eps]
+        own = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.episode_streams else []
+        streams = [ep.rng for ep in own if ep is not None and ep.rng is not None]
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
+            streams=streams if len(streams) == len(prompts) else None,
             constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
                                       copy_numbers=self.view.copy_said_numbers)
             if grammars and any(grammars) else None,

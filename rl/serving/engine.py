@@ -178,7 +178,10 @@ class ModelPool:
             policy = LocalPolicy(served.model, served.tokenizer, greedy=sampling.temperature == 0,
                                  temperature=sampling.temperature or 1.0, max_new_tokens=sampling.max_tokens,
                                  max_context=min(self.max_context, served.max_context), max_batch=self.max_batch,
-                                 name=served.name, seed=self.seed, view=served.view, adopt_history=True)
+                                 name=served.name, seed=self.seed, view=served.view, adopt_history=True,
+                                 # conversations are keyed by their opening messages, and two customers
+                                 # who open alike must not get one random stream: one shared generator
+                                 episode_streams=False)
             slot = served.slots[sampling] = _Slot(policy, Conversations(self.conversation_capacity))
         return slot
 

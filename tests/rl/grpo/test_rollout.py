@@ -91,3 +91,28 @@ async def test_more_episodes_than_sandboxes_are_all_scored(test_dbs, tau_retail,
         env_loop.run(drop_snapshot(snap))
     assert len(traces) == 6 and cache.replays == 0  # every gold state came from the rolled-back replays
     assert [traj.excluded for traj in trajectories] == [None] * 6, [traj.error for traj in trajectories]
+
+
+async def test_rollouts_sample_the_same_tokens_however_episodes_are_scheduled(test_dbs, tau_retail, tiny_tok,
+                                                                             tiny_model, env_loop):
+    """Batches form by arrival time, and sandboxes and the database make arrival differ from run to
+    run; each episode samples from its own stream (rl/policies/local.py), so one episode at a time
+    and six at once give the same traces, and another run seed gives other ones."""
+    tasks = generate_tasks(tau_retail, 3, 2, snapshot="tau-retail")[:3]
+    snap = env_loop.run(create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_grpo_rep"))
+    pool = env_loop.run(_start(SandboxPool(snap, size=2)))
+
+    def play(concurrency: int, seed: int = 0) -> dict[tuple[str, int], list[int]]:
+        rollout = EpisodeRollout(tiny_tok, env_loop, pool, GoldStateCache(), ScriptedCustomer(), view=SHORT_PROMPT,
+                                 max_new_tokens=12, max_context=4096, tools_transform=compact_tools,
+                                 limits=EpisodeLimits(max_turns=3), concurrency=concurrency, seed=seed)
+        _, traces = rollout.play(tiny_model, tasks, 2, seed=1000)
+        return {(t.task_id, t.info["trial"]): t.input_ids for t in traces}
+
+    try:
+        one_at_a_time, together, other_seed = play(1), play(6), play(6, seed=1)
+    finally:
+        env_loop.run(pool.close())
+        env_loop.run(drop_snapshot(snap))
+    assert len(together) == 6 and one_at_a_time == together
+    assert other_seed.keys() == together.keys() and other_seed != together

@@ -150,3 +150,39 @@ def test_compaction_keeps_a_constrained_rows_masks():
             assert all(t % 2 == 0 or t == EOS for t in g.ids)
             assert set(g.constrained) == set(range(len(g.ids)))
     assert len({len(g.ids) for g in gens}) > 1
+
+
+def test_a_rows_own_stream_samples_the_same_tokens_whatever_shares_its_batch():
+    model = _eos_biased_model(1.0)  # rows end at different times, so the batch compacts differently
+    rng = random.Random(11)
+    prompts = [[rng.randrange(2, VOCAB) for _ in range(rng.randint(3, 20))] for _ in range(6)]
+    kw = dict(max_new_tokens=24, eos_id=EOS, pad_id=PAD)
+
+    def play(rows: list[int]) -> dict[int, list[int]]:
+        gens, _ = generate_continuing(model, [prompts[i] for i in rows], [None] * len(rows),
+                                      streams=[random.Random(f"row{i}") for i in rows], **kw)
+        return {i: g.ids for i, g in zip(rows, gens, strict=True)}
+
+    together, reversed_, alone = play(list(range(6))), play([5, 3, 1, 4, 2, 0]), play([2])
+    assert together == reversed_
+    assert alone[2] == together[2]
+    assert len({tuple(ids) for ids in together.values()}) == 6  # really sampled, not one fixed reply
+    # a shared generator gives row 2 other tokens once other rows draw from it first
+    shared = {i: generate_continuing(model, [prompts[j] for j in rows], [None] * len(rows),
+                                     generator=torch.Generator().manual_seed(0), **kw)[0][rows.index(2)].ids
+              for i, rows in enumerate(([2], [0, 1, 2, 3, 4, 5]))}
+    assert shared[0] != shared[1]
+
+
+def test_inverse_cdf_draws_follow_the_distribution_and_skip_impossible_tokens():
+    from rl.models.generation import _inverse_cdf
+
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).repeat(20_000, 1)
+    rng = random.Random(0)
+    u = torch.tensor([rng.random() for _ in range(20_000)], dtype=torch.float64)
+    tok = _inverse_cdf(probs, u)
+    counts = torch.bincount(tok, minlength=6).double() / 20_000
+    assert counts[[0, 2, 5]].sum() == 0
+    assert torch.allclose(counts[[1, 3, 4]], torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64), atol=0.015)
+    edge = _inverse_cdf(probs[:3], torch.tensor([0.0, 1.0 - 1e-17, 0.9999999999], dtype=torch.float64))
+    assert edge.tolist() == [1, 4, 4]  # the ends of [0, 1) land on the first and last possible tokens
