@@ -1,10 +1,12 @@
 """Does a GRPO run repeat? The same GRPO steps from one model, with the same task draws and seeds,
 run at two rollout concurrencies (how many episodes run at once, so which episodes share a
-generation batch and in which order), once with each episode sampling from its own random stream
-(rl/policies/local.py, the default) and once with every episode drawing from one shared generator
-in batch order. Per run and step: the sampled reward, the share of all-wrong groups and the KL to
-the reference; per step, whether the second concurrency's rollouts are token for token the
-first's; at the end, the largest weight difference between the two runs of a mode.
+generation batch and in which order), in three ways: as the trainer runs by default (each episode
+samples from its own random stream, rl/policies/local.py, and the behaviour log-probs are taken
+again before the update, `recompute_behaviour`); with the sampler's behaviour log-probs; and as
+before both (one generator shared by every episode in batch order, the sampler's log-probs). Per
+way and step: the sampled reward, the share of all-wrong groups and the KL to the reference at
+each concurrency, and whether the two concurrencies' rollouts are token for token the same; at the
+end, the largest weight difference between the two runs.
 
     PYTHONPATH=. nice -n 19 python bench/grpo_repeat_bench.py --model MODEL_DIR --tasks RL_TASKS.json
 
@@ -36,6 +38,7 @@ def traces_digest(traces: list[Trace]) -> str:
     return h.hexdigest()[:16]
 
 
+@torch.no_grad()
 def max_weight_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a.parameters(), b.parameters(), strict=True))
 
@@ -73,8 +76,10 @@ def main() -> None:
     cfg = r.grpo.model_copy(update={"steps": a.steps, "save_every": 10_000})
     results: dict[str, list[dict]] = {}
     with ExperimentEnv(a.database_url, resolve_store(ref), ref, r.pool_size) as env:
-        for own in (True, False):
+        ways = {"default": (True, True), "sampler_logprobs": (True, False), "as_before": (False, False)}
+        for way, (own, recompute) in ways.items():
             runs = []
+            way_cfg = cfg.model_copy(update={"recompute_behaviour": recompute})
             for conc in concurrencies:
                 episodes = EpisodeRollout(tok, env.loop, env.pool, env.cache, make_user(r.train_customer),
                                           max_new_tokens=r.max_new_tokens, max_context=r.max_context, view=view,
@@ -89,22 +94,23 @@ def main() -> None:
 
                 model = copy.deepcopy(start)
                 t0 = time.perf_counter()
-                history = GRPOTrainer(model, tok, tasks, rollout, cfg, tempfile.mkdtemp()).run()
+                history = GRPOTrainer(model, tok, tasks, rollout, way_cfg, tempfile.mkdtemp()).run()
                 runs.append({"concurrency": conc, "seconds": time.perf_counter() - t0, "model": model,
                              "steps": [{"step": m["step"], "reward": m["reward_mean"],
-                                        "all_wrong": m["frac_all_wrong"], "kl": m["kl"], "rollouts": d}
+                                        "all_wrong": m["frac_all_wrong"], "kl": m["kl"], "rollouts": d,
+                                        "behaviour_gap": m.get("behaviour_gap_max")}
                                        for m, d in zip(history, digests, strict=True)]})
             first, second = runs
             diff = max_weight_diff(first.pop("model"), second.pop("model"))
             for run in runs:
                 run["max_weight_diff"] = diff
-            results["episode_streams" if own else "shared_generator"] = runs
+            results[way] = runs
     if a.json:
         print(json.dumps(results))
         return
     print(f"GRPO {a.steps} steps x {cfg.tasks_per_step} tasks x {cfg.group_size} rollouts, recipe {a.recipe}, "
           f"rollout concurrency {concurrencies[0]} against {concurrencies[1]}")
-    print("| sampling | step | reward | all-wrong groups | KL | same rollouts at both concurrencies |")
+    print("| way | step | reward | all-wrong groups | KL | same rollouts at both concurrencies |")
     print("|---|---|---|---|---|---|")
     for mode, (x, y) in results.items():
         for sx, sy in zip(x["steps"], y["steps"], strict=True):
@@ -112,8 +118,10 @@ def main() -> None:
                   f"{sx['all_wrong']:.2f} / {sy['all_wrong']:.2f} | {sx['kl']:.4f} / {sy['kl']:.4f} | "
                   f"{'yes' if sx['rollouts'] == sy['rollouts'] else 'no'} |")
     for mode, (x, y) in results.items():
+        gaps = [s["behaviour_gap"] for s in x["steps"] + y["steps"] if s["behaviour_gap"] is not None]
+        gap = f"; sampler's log-probs at most {max(gaps):.2g} from the trainer's" if gaps else ""
         print(f"{mode}: largest weight difference after {a.steps} steps {x['max_weight_diff']:.3g}; "
-              f"{x['seconds']:.0f} s and {y['seconds']:.0f} s")
+              f"{x['seconds']:.0f} s and {y['seconds']:.0f} s{gap}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,13 @@ tasks, drawn stratified over task kinds (rl/grpo/batches.py), and makes `mini_ba
 on them, each over a disjoint set of whole groups, as verl does when ppo_mini_batch_size is smaller than
 the batch (1: one on-policy step; from the second on, the ratio to the sampling log-probs moves away
 from 1 and the PPO clip takes effect), and does so `ppo_epochs` times over the batch (verl's ppo_epochs;
-groups reshuffled into new mini-batches each pass; the advantages and the sampling log-probs stay those
-of the rollouts).
+groups reshuffled into new mini-batches each pass; the advantages and the behaviour log-probs stay those
+of the rollouts). The behaviour log-probs are taken again by the trainer before the step's first update
+(`recompute_behaviour`, as verl recomputes old_log_prob): the sampler's differ from them by float
+rounding that depends on which rollouts shared a generation batch, which arrival timing decides, so
+updating with them made no two runs alike; with them taken again, and each episode sampling from its
+own stream (rl/policies/local.py), a GRPO run repeats (bench/grpo_repeat_bench.py). The largest
+difference is logged per step as `behaviour_gap_max`.
 Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
 group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`: the training dynamics
@@ -89,6 +94,10 @@ class GRPOConfig(BaseModel):
     kl_estimator: str = "k3"  # or "k2" (rl/grpo/algorithm.py)
     # log-probs of tokens sampled under a constraint taken under it (behaviour, current, reference)
     constrained_logprobs: bool = True
+    # the behaviour log-probs taken again by the trainer, before the step's first update (verl's
+    # recomputed old_log_prob), in place of the sampler's: those carry float rounding that depends on
+    # which rollouts shared a generation batch, so with them no two runs update alike (module doc)
+    recompute_behaviour: bool = True
     stratify: bool = True  # each step's tasks drawn stratified over their `category:` tags
     # the temperature rollouts are sampled at; every log-prob of the update (behaviour, current,
     # reference) is taken at it, so training sees the distribution the sampler drew from (verl's
@@ -206,6 +215,7 @@ class GRPOTrainer:
         grad_norms: list[float] = []
         processed = 0
         self.model.train()
+        olds = self._behaviour(traces, keep, metrics) if self.cfg.recompute_behaviour else {}
         parts = []
         for _ in range(self.cfg.ppo_epochs):
             shuffle.shuffle(groups)
@@ -218,7 +228,8 @@ class GRPOTrainer:
             if not chosen:
                 continue
             processed += self._update_once([traces[i] for i in chosen], [adv[i] for i in chosen],
-                                           [weight[i] for i in chosen], sums)
+                                           [weight[i] for i in chosen], sums,
+                                           [olds[i] for i in chosen] if olds else None)
             if self.cfg.anchor_coef:
                 self._anchor_once(len(grad_norms), sums)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)))
@@ -242,10 +253,31 @@ class GRPOTrainer:
             self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target, floor=self.cfg.kl_coef)
         return metrics
 
-    def _update_once(self, batch: list[Trace], advs: list[float], weights: list[float], sums: Counter) -> int:
+    @torch.no_grad()
+    def _behaviour(self, traces: list[Trace], keep: list[int], metrics: dict[str, Any]) -> dict[int, torch.Tensor]:
+        """The log-probs of the rollouts in `keep` under the policy before this step's update, taken
+        as the update takes them (under the constraint with `constrained_logprobs`, at the
+        temperature): per trace index, one value per token. Logs how far the sampler's were from
+        them (`behaviour_gap_max`, the largest absolute difference over generated tokens)."""
+        held = self.cfg.constrained_logprobs
+        out: dict[int, torch.Tensor] = {}
+        gap = 0.0
+        for mb in micro_batches([traces[i] for i in keep], self.cfg.micro_batch_tokens, self.tok.pad_token_id,
+                                constrained=True):
+            lp, _ = token_logprobs(self.model, mb, constrained=held, temperature=self.cfg.temperature)
+            sampled = mb.old_held if held and mb.old_held is not None else mb.old_logp
+            gap = max(gap, float(((lp - sampled).abs() * mb.loss_mask).max()))
+            for r, i in enumerate(mb.index):
+                out[keep[i]] = lp[r, : len(traces[keep[i]])].clone()
+        metrics["behaviour_gap_max"] = gap
+        return out
+
+    def _update_once(self, batch: list[Trace], advs: list[float], weights: list[float], sums: Counter,
+                     olds: list[torch.Tensor] | None = None) -> int:
         """Accumulate the gradient of the GRPO loss over `batch`, each rollout's mask-1 tokens
         weighed by its entry of `weights` (rl/grpo/algorithm.py `loss_weights`); returns the number
-        of tokens processed."""
+        of tokens processed. `olds`: each rollout's behaviour log-probs as `_behaviour` took them
+        (None: the sampler's)."""
         self.opt.zero_grad(set_to_none=True)
         processed = 0
         held = self.cfg.constrained_logprobs
@@ -257,6 +289,10 @@ class GRPOTrainer:
                                      temperature=self.cfg.temperature)
             # collated with the constraints either way, so that the forced tokens are counted
             old = mb.old_held if held and mb.old_held is not None else mb.old_logp
+            if olds is not None:
+                old = torch.zeros_like(old)
+                for r, i in enumerate(mb.index):
+                    old[r, : len(olds[i])] = olds[i]
             a = torch.tensor([advs[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
             w = torch.tensor([weights[i] for i in mb.index], dtype=torch.float32)[:, None].expand_as(lp)
             loss, stats = grpo_token_loss(lp, old, ref_lp, a, mb.loss_mask, self.cfg.clip,

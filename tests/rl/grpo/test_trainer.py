@@ -275,3 +275,34 @@ def test_dropping_uninformative_groups_keeps_verls_scale_when_asked(tiny_tok, ti
     assert alone.abs().sum() > 0
     # one group's mean over its 8 rollouts, against the mean over every rollout of its mini-batch
     torch.testing.assert_close(scaled, share * alone, rtol=1e-4, atol=1e-8)
+
+
+def test_recomputed_behaviour_logprobs_make_the_update_independent_of_the_samplers_rounding(
+        tiny_tok, tiny_model, tmp_path):
+    """The sampler's log-probs carry float rounding that depends on which rollouts shared its batch;
+    the trainer takes them again before the update, so rollouts that differ only there update the
+    policy alike, to the bit; with the sampler's own they do not."""
+    import copy
+
+    torch.manual_seed(1)
+    rollout = toy_rollout_fn(tiny_tok)
+    traces = rollout(tiny_model, list(range(4)), 8, 0)
+    for i, t in enumerate(traces):
+        t.reward = float(i % 2)
+    nudged = copy.deepcopy(traces)
+    for t in nudged:  # what another batch composition leaves: a different last bit or so
+        t.logprobs = [lp * (1 + 1e-6) for lp in t.logprobs]
+        t.constrained = {p: (m, lp * (1 + 1e-6)) for p, (m, lp) in t.constrained.items()}
+
+    def updated(batch, recompute, name):
+        model = copy.deepcopy(tiny_model)
+        cfg = GRPOConfig(steps=1, tasks_per_step=4, group_size=8, lr=1e-2, mini_batches=2,
+                         recompute_behaviour=recompute)
+        m = GRPOTrainer(model, tiny_tok, list(range(4)), rollout, cfg, tmp_path / name).update(batch)
+        return _weights(model), m
+
+    (a, ma), (b, _) = updated(traces, True, "a"), updated(nudged, True, "b")
+    assert torch.equal(a, b)
+    assert 0.0 < ma["behaviour_gap_max"] < 1e-3  # the sampler agreed with the trainer up to rounding
+    (c, _), (d, _) = updated(traces, False, "c"), updated(nudged, False, "d")
+    assert not torch.equal(c, d)
