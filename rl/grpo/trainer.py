@@ -16,8 +16,9 @@ of the rollouts). The behaviour log-probs are taken again by the trainer before 
 (`recompute_behaviour`, as verl recomputes old_log_prob): the sampler's differ from them by float
 rounding that depends on which rollouts shared a generation batch, which arrival timing decides, so
 updating with them made no two runs alike; with them taken again, and each episode sampling from its
-own stream (rl/policies/local.py), a GRPO run repeats (bench/grpo_repeat_bench.py). The largest
-difference is logged per step as `behaviour_gap_max`.
+own stream (rl/policies/local.py), two runs update alike, to the bit, as long as their rollouts are
+the same (bench/grpo_repeat_bench.py; rounding in the sampler's logits can still flip a rare token,
+and from there the runs part). The largest difference is logged per step as `behaviour_gap_max`.
 Rollouts come from a `RolloutFn` (the experiment wires it to the
 episode runner with simulated customers and sandboxes); each returned `Trace` carries its task id,
 group, reward and `excluded` flag. Metrics per step go to `DIR/metrics.jsonl`: the training dynamics

@@ -3,8 +3,8 @@ sampling at a temperature (rollouts: the GRPO recipe's, 1.0 by default) or greed
 and returns for every prompt the new token ids, the log-prob each was sampled with (under the
 distribution it was drawn from: softmax(logits / temperature), no top-k/top-p; greedy tokens get the
 untempered log-prob) and whether the turn ended with the end-of-turn token. Samples come from one
-shared generator or, given one random stream per row, from each row's own (so a row's tokens do not
-depend on the rest of its batch). Under a constraint
+shared generator or, given one random stream per row, from each row's own (so a row's draws do not
+depend on the rest of its batch; its logits still carry the batch's float rounding). Under a constraint
 (tool-call grammar, shown references) each token chosen from a masked distribution also records what
 the mask allowed, as a packed bit mask (`pack_allowed`), and its log-prob under the masked
 distribution, so that training can use the distribution the token was really drawn from
@@ -145,9 +145,10 @@ def generate_continuing(model: PreTrainedModel, prompts: list[list[int]], caches
     step reads every cached row's keys and values, and most turns end long before the batch's
     longest; the tokens are those of a batch that keeps them (tests/rl/models/test_generation.py).
     With `streams` (one random stream per row), row i's samples are drawn from `streams[i]` alone, one
-    uniform per token it generates, instead of from `generator`: what a row samples then does not
-    depend on which other rows share its batch or in which order, so episodes batched by arrival
-    time (rl/policies/local.py) sample the same tokens run after run."""
+    uniform per token it generates, instead of from `generator`: a row's draws then do not depend on
+    which other rows share its batch or in which order (its logits can still differ in the last
+    bits with the batch's padding and size, which flips a token only when a draw falls that close
+    to the edge between two)."""
     n = len(prompts)
     if streams is not None and len(streams) != n:
         raise ValueError(f"{len(streams)} random streams for {n} prompts")

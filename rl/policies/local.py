@@ -6,7 +6,9 @@ batched into one KV-cached `generate_continuing` (it runs in a worker thread, so
 customers keep working meanwhile; calls that arrive during a generation form the next batch).
 Sampling at temperature 1.0 for rollouts, greedy for evaluation; each episode samples from its own
 random stream (seeded by the policy's seed and the episode's key), so which episodes share a batch,
-which arrival timing decides, does not change what any of them samples. For each episode the policy
+which arrival timing decides, no longer decides what each of them samples (the logits themselves
+still carry float rounding that depends on the batch, which flips a rare token:
+bench/grpo_repeat_bench.py). For each episode the policy
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
@@ -210,9 +212,8 @@ class LocalPolicy:
 
     def new_episode(self, key: str = "") -> _Episode:
         """A fresh episode; `key` names its conversation: it seeds the view's shuffled references and,
-        with the policy's seed, the episode's sampling stream (so an episode samples the same tokens
-        whatever else runs beside it: batches form by arrival time, which sandboxes and the database
-        make differ from run to run)."""
+        with the policy's seed, the episode's sampling stream (so what else runs beside an episode,
+        which arrival time decides, does not decide its draws; see the module doc)."""
         return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key),
                         rng=random.Random(f"{self.seed}:{key}"))
 
