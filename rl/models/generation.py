@@ -303,10 +303,10 @@ def _sample(logits: torch.Tensor, *, greedy: bool, temperature: float, generator
 
 def _inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
     """Per row, the first token whose cumulative probability exceeds `uniforms[row]` times the row's
-    total (a token of probability 0 never qualifies: the sum does not grow there). Summed in float64,
-    so that rounding cannot carry a draw past the last token that has probability."""
+    total (a token of probability 0 never qualifies: the sum does not grow there). The target is
+    kept just under the total, which the row's last token with probability reaches, so that
+    rounding in the product cannot carry a draw past it."""
     cdf = probs.double().cumsum(-1)
-    target = (uniforms.to(cdf.device) * cdf[:, -1]).unsqueeze(-1)
-    tok = torch.searchsorted(cdf, target, right=True).squeeze(-1)
-    last = probs.shape[-1] - 1 - (probs > 0).flip(-1).int().argmax(-1)  # each row's last token with probability
-    return torch.minimum(tok, last)
+    total = cdf[:, -1]
+    target = torch.minimum(uniforms.to(cdf.device) * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, target.unsqueeze(-1), right=True).squeeze(-1)

@@ -94,7 +94,8 @@ class _Episode:
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
-    # the episode's own random stream for sampling: its tokens do not depend on which episodes share its batches
+    # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
+    # batches does not decide its draws
     rng: random.Random | None = None
 
 
@@ -215,7 +216,7 @@ class LocalPolicy:
         with the policy's seed, the episode's sampling stream (so what else runs beside an episode,
         which arrival time decides, does not decide its draws; see the module doc)."""
         return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key),
-                        rng=random.Random(f"{self.seed}:{key}"))
+                        rng=random.Random(f"{self.seed}:{key}") if self.episode_streams else None)
 
     def open_episode(self, episode_id: str, key: str = "") -> None:
         """Start `episode_id` as a fresh conversation named `key` (see `new_episode`)."""
@@ -315,11 +316,10 @@ class LocalPolicy:
         overrun = max(0, min(self.call_overrun, room - budget))
         was_training = self.model.training
         self.model.eval()
-        eps = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.reuse_cache else [None] * len(
-            prompts)
+        found = [self._episodes.get(e) for e in episode_ids] if episode_ids else [None] * len(prompts)
+        eps = found if self.reuse_cache else [None] * len(prompts)
         caches = [ep.cache if ep is not None else None for ep in eps]
-        own = [self._episodes.get(e) for e in episode_ids] if episode_ids and self.episode_streams else []
-        streams = [ep.rng for ep in own if ep is not None and ep.rng is not None]
+        streams = [ep.rng for ep in found if ep is not None and ep.rng is not None]
         gens, new_caches = generate_continuing(
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
