@@ -1,17 +1,18 @@
 """Does a GRPO run repeat? The same GRPO steps from one model, with the same task draws and seeds,
-run at two rollout concurrencies (how many episodes run at once, so which episodes share a
-generation batch and in which order), in three ways: as the trainer runs by default (each episode
-samples from its own random stream, rl/policies/local.py, and the behaviour log-probs are taken
-again before the update, `recompute_behaviour`); with the sampler's behaviour log-probs; and as
-before both (one generator shared by every episode in batch order, the sampler's log-probs). Per
-way and step: the sampled reward, the share of all-wrong groups and the KL to the reference at
-each concurrency, and whether the two concurrencies' rollouts are token for token the same; at the
-end, the largest weight difference between the two runs.
+run twice in each of two ways: with lockstep batching (rl/policies/local.py: a batch waits for
+every running episode's turn and holds them in key order, and episodes are admitted in task order,
+so the episodes decide each batch), as the trainer runs by default; and with batches of whoever
+arrived during the last generation, as before (timing decides them). Both sample each episode
+from its own stream and take the behaviour log-probs again before the update. Per way and step:
+each run's sampled reward, share of all-wrong groups and KL to the reference, and whether the two
+runs' rollouts are token for token the same; at the end, the largest weight difference between
+the two runs and each run's seconds (side by side: lockstep's cost).
 
     PYTHONPATH=. nice -n 19 python bench/grpo_repeat_bench.py --model MODEL_DIR --tasks RL_TASKS.json
 
 MODEL_DIR is a cold-start model folder (its manifest names its view) and RL_TASKS.json a task file
 of one store (a paper-table run writes both: `DIR/models/cold_start`, `DIR/tasks/rl.json`).
+Sessions before this one compared two concurrencies instead (bench/results/README.md).
 """
 
 from __future__ import annotations
@@ -49,8 +50,7 @@ def main() -> None:
     ap.add_argument("--tasks", type=Path, required=True)
     ap.add_argument("--recipe", default="cpu-tiny")
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--concurrency", type=int, nargs=2, default=None,
-                    help="the two rollout concurrencies (default: the recipe's and 8)")
+    ap.add_argument("--concurrency", type=int, default=None, help="rollout concurrency (default: the recipe's)")
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
@@ -68,7 +68,7 @@ def main() -> None:
 
     torch.set_num_threads(2)
     r = get_recipe(a.recipe)
-    concurrencies = a.concurrency or [r.rollout_concurrency, 8]
+    concurrency = a.concurrency or r.rollout_concurrency
     tasks = load_tasks(a.tasks)
     start, tok, manifest = load_model_folder(a.model)
     view = ChatView.from_manifest(manifest.get("view"))
@@ -76,15 +76,14 @@ def main() -> None:
     cfg = r.grpo.model_copy(update={"steps": a.steps, "save_every": 10_000})
     results: dict[str, list[dict]] = {}
     with ExperimentEnv(a.database_url, resolve_store(ref), ref, r.pool_size) as env:
-        ways = {"default": (True, True), "sampler_logprobs": (True, False), "as_before": (False, False)}
-        for way, (own, recompute) in ways.items():
+        ways = {"lockstep": True, "arrival": False}
+        for way, lockstep in ways.items():
             runs = []
-            way_cfg = cfg.model_copy(update={"recompute_behaviour": recompute})
-            for conc in concurrencies:
+            for run in (1, 2):
                 episodes = EpisodeRollout(tok, env.loop, env.pool, env.cache, make_user(r.train_customer),
                                           max_new_tokens=r.max_new_tokens, max_context=r.max_context, view=view,
                                           temperature=cfg.temperature, limits=EpisodeLimits(max_turns=r.max_turns),
-                                          concurrency=conc, seed=cfg.seed, episode_streams=own)
+                                          concurrency=concurrency, seed=cfg.seed, lockstep=lockstep)
                 digests: list[str] = []
 
                 def rollout(m, step_tasks, g, step, episodes=episodes, digests=digests):
@@ -94,11 +93,12 @@ def main() -> None:
 
                 model = copy.deepcopy(start)
                 t0 = time.perf_counter()
-                history = GRPOTrainer(model, tok, tasks, rollout, way_cfg, tempfile.mkdtemp()).run()
-                runs.append({"concurrency": conc, "seconds": time.perf_counter() - t0, "model": model,
+                history = GRPOTrainer(model, tok, tasks, rollout, cfg, tempfile.mkdtemp()).run()
+                runs.append({"run": run, "seconds": time.perf_counter() - t0, "model": model,
                              "steps": [{"step": m["step"], "reward": m["reward_mean"],
                                         "all_wrong": m["frac_all_wrong"], "kl": m["kl"], "rollouts": d,
-                                        "behaviour_gap": m.get("behaviour_gap_max")}
+                                        "behaviour_gap": m.get("behaviour_gap_max"),
+                                        "rollout_s": m["rollout_seconds"]}
                                        for m, d in zip(history, digests, strict=True)]})
             first, second = runs
             diff = max_weight_diff(first.pop("model"), second.pop("model"))
@@ -109,8 +109,8 @@ def main() -> None:
         print(json.dumps(results))
         return
     print(f"GRPO {a.steps} steps x {cfg.tasks_per_step} tasks x {cfg.group_size} rollouts, recipe {a.recipe}, "
-          f"rollout concurrency {concurrencies[0]} against {concurrencies[1]}")
-    print("| way | step | reward | all-wrong groups | KL | same rollouts at both concurrencies |")
+          f"rollout concurrency {concurrency}, each way run twice")
+    print("| way | step | reward | all-wrong groups | KL | same rollouts in both runs |")
     print("|---|---|---|---|---|---|")
     for mode, (x, y) in results.items():
         for sx, sy in zip(x["steps"], y["steps"], strict=True):
@@ -122,6 +122,9 @@ def main() -> None:
         gap = f"; sampler's log-probs at most {max(gaps):.2g} from the trainer's" if gaps else ""
         print(f"{mode}: largest weight difference after {a.steps} steps {x['max_weight_diff']:.3g}; "
               f"{x['seconds']:.0f} s and {y['seconds']:.0f} s{gap}")
+    lock, free = results["lockstep"], results["arrival"]
+    ratio = sum(r["seconds"] for r in lock) / sum(r["seconds"] for r in free)
+    print(f"lockstep / arrival seconds: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from rl.env.episode import EpisodeLimits, Trajectory, run_episode
 from rl.env.gold_states import precompute_gold_states
 from rl.env.pools import StorePools
 from rl.eval.summary import summarize, to_markdown
+from rl.policies.admission import Admission, episode_key, pool_cap, roster_of
 from rl.policies.base import AgentPolicy
 from rl.simulator.base import UserSimulator
 from rl.tasks.schema import Task
@@ -66,17 +67,23 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
                         snapshots=snapshots, data_dir=data_dir)
     pools: dict[str, SandboxPool] = {}
     cache = GoldStateCache()
-    sem = asyncio.Semaphore(concurrency)
     trajs: list[Trajectory] = []
     try:
         for ref in sorted({t.snapshot for t in tasks}):
             pools[ref] = await stores.pool(ref)
             await precompute_gold_states([t for t in tasks if t.snapshot == ref], pools[ref], cache)
+        order = [(task, trial) for trial in range(trials) for task in tasks]
+        # episodes start in task order; a lockstep local policy then batches the same turns together
+        # in every run (rl/policies/admission.py), within what the pools give at once
+        roster = roster_of(policy)
+        cap = pool_cap(*pools.values()) if roster is not None else None
+        admission = Admission([episode_key(t, episode_seed(seed, t.id, k)) for t, k in order],
+                              min(concurrency, cap or concurrency), roster)
 
-        async def one(task: Task, trial: int) -> Trajectory:
+        async def one(i: int, task: Task, trial: int) -> Trajectory:
             ep_seed = episode_seed(seed, task.id, trial)
             try:
-                async with sem, pools[task.snapshot].sandbox() as sb:
+                async with admission.slot(i), pools[task.snapshot].sandbox() as sb:
                     traj = await run_episode(task, policy, user, sb, cache=cache, trial=trial, seed=ep_seed,
                                              limits=limits)
             except Exception as e:  # no sandbox (server full, pool closed): excluded, the run goes on
@@ -93,7 +100,7 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
                 on_episode(traj)
             return traj
 
-        await asyncio.gather(*(one(task, trial) for trial in range(trials) for task in tasks))
+        await asyncio.gather(*(one(i, task, trial) for i, (task, trial) in enumerate(order)))
     finally:
         if out_file is not None:
             out_file.close()

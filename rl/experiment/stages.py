@@ -243,7 +243,7 @@ class Stages:
                 if trials < 1:
                     continue
                 engine = LocalPolicy(model, tok, greedy=mode == "greedy", max_new_tokens=r.max_new_tokens,
-                                     max_context=r.max_context, view=self.view, max_batch=64)
+                                     max_context=r.max_context, view=self.view, max_batch=64, lockstep=True)
                 summaries[mode] = self._play(LocalAgentPolicy(engine, model_name=model_name), spec, tasks, trials,
                                              folder / customer_folder(spec) / mode, seed=0 if mode == "greedy" else 1)
             results[spec] = evaluation_result(spec, summaries["greedy"], summaries.get("sampled"))

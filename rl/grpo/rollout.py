@@ -1,7 +1,10 @@
 """GRPO rollouts through the real episode runner: G episodes per task, each on its own sandbox with
 the simulated customer, the agent being the local model (sampling at `temperature`, 1.0 unless the
 GRPO config says otherwise: the trainer takes its log-probs at the same one), all agent
-turns of all running episodes batched together. Every episode's token-exact `Trace` comes back with
+turns of all running episodes batched together, by default in lockstep (episodes admitted in task
+order, each batch waiting for every running episode's turn: rl/policies/admission.py), so a step
+plays the same rollouts whatever the timing of sandboxes and the database. Every episode's
+token-exact `Trace` comes back with
 its reward (0/1 from the environment), `excluded` (infrastructure or simulator failure: out of the
 group statistics), turns and calls per tool.
 
@@ -21,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.grpo.batches import task_kind
 from rl.grpo.trace import Trace
+from rl.policies.admission import Admission, episode_key, pool_cap, roster_of
 from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
 if TYPE_CHECKING:
@@ -82,17 +86,22 @@ class EpisodeRollout:
                  cache: GoldStateCache | None, user: UserSimulator, *, max_new_tokens: int = 128,
                  max_context: int = 4096, tools_transform: Callable | None = None, greedy: bool = False,
                  limits: EpisodeLimits | None = None, concurrency: int = 64, view: ChatView | None = None,
-                 temperature: float = 1.0, seed: int = 0, episode_streams: bool = True) -> None:
+                 temperature: float = 1.0, seed: int = 0, episode_streams: bool = True,
+                 lockstep: bool = True) -> None:
         self.tok, self.loop, self.pool, self.cache, self.user = tokenizer, loop, pool, cache, user
         self.temperature = temperature
         self.max_new_tokens, self.max_context = max_new_tokens, max_context
         self.tools_transform, self.greedy, self.limits, self.concurrency = tools_transform, greedy, limits, concurrency
         self.view = view  # rl.chat.views.ChatView: tool list and tool results as the model sees them
         self.last_generation: dict[str, float] = {}
+        self.last_rounds: list[tuple[str, ...]] = []  # with lockstep: each batch's episode keys, in order
         # the GRPO run's seed: it and the step seed every episode's sampling stream, so two runs with
         # other seeds never sample the same rollouts of a task they both draw at a step
         self.seed = seed
         self.episode_streams = episode_streams  # rl/policies/local.py: each episode its own sampling stream
+        # batches of every running episode's turn, episodes admitted in task order: the episodes, not
+        # their timing, decide each batch and so the float rounding of its logits (rl/policies/local.py)
+        self.lockstep = lockstep
 
     def __call__(self, model: PreTrainedModel, tasks: list[Task], group_size: int, step: int) -> list[Trace]:
         trajectories, traces = self.play(model, tasks, group_size, seed=step * 1000)
@@ -103,10 +112,11 @@ class EpisodeRollout:
         engine = LocalPolicy(model, self.tok, greedy=self.greedy, temperature=self.temperature,
                              max_new_tokens=self.max_new_tokens, max_context=self.max_context,
                              seed=self.seed * 1_000_003 + seed, view=self.view,
-                             episode_streams=self.episode_streams)
+                             episode_streams=self.episode_streams, lockstep=self.lockstep)
         policy = LocalAgentPolicy(engine, tools_transform=self.tools_transform)
         trajectories = self.loop.run(self._play(policy, tasks, trials, seed))
         st = engine.stats
+        self.last_rounds = engine.rounds
         self.last_generation = {"new_tokens": st.new_tokens, "seconds": st.seconds, "calls": st.calls,
                                 "tokens_per_s": st.tokens_per_second, "prompt_tokens": st.prompt_tokens,
                                 "cached_tokens": st.cached_tokens}
@@ -127,17 +137,22 @@ class EpisodeRollout:
         from rl.env.episode import EpisodeLimits, run_episode
         from rl.env.gold_states import precompute_gold_states
 
-        sem = asyncio.Semaphore(self.concurrency)
         limits = self.limits or EpisodeLimits()
         # gold states first: an episode scoring a task never waits for a second sandbox while it holds one
         if self.cache is not None:
             await precompute_gold_states(tasks, self.pool, self.cache)
+        order = [(t, k) for t in tasks for k in range(trials)]
+        roster = roster_of(policy)
+        # an admitted episode waiting for a sandbox that another admitted one holds would hold up every
+        # lockstep batch: no more at once than the pool gives sandboxes to
+        cap = pool_cap(self.pool) if roster is not None else None
+        admission = Admission([episode_key(t, seed + k) for t, k in order],
+                              min(self.concurrency, cap or self.concurrency), roster)
 
-        async def one(task: Task, k: int) -> tuple[Task, int, Trajectory]:
-            async with sem:
-                async with self.pool.sandbox() as sandbox:
-                    traj = await run_episode(task, policy, self.user, sandbox, cache=self.cache, trial=k,
-                                             seed=seed + k, limits=limits)
-                return task, k, traj
+        async def one(i: int, task: Task, k: int) -> tuple[Task, int, Trajectory]:
+            async with admission.slot(i), self.pool.sandbox() as sandbox:
+                traj = await run_episode(task, policy, self.user, sandbox, cache=self.cache, trial=k,
+                                         seed=seed + k, limits=limits)
+            return task, k, traj
 
-        return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(trials))))
+        return list(await asyncio.gather(*(one(i, t, k) for i, (t, k) in enumerate(order))))

@@ -8,7 +8,11 @@ Sampling at temperature 1.0 for rollouts, greedy for evaluation; each episode sa
 random stream (seeded by the policy's seed and the episode's key), so which episodes share a batch,
 which arrival timing decides, no longer decides what each of them samples (the logits themselves
 still carry float rounding that depends on the batch, which flips a rare token:
-bench/grpo_repeat_bench.py). For each episode the policy
+bench/grpo_repeat_bench.py). With `lockstep` that rounding is fixed too: episodes `join` a roster
+and `leave` it when done, and a batch waits until every episode on the roster has asked for its
+turn, then holds them in key order, so the episodes decide the batches, not their timing (the
+caller must only put episodes on the roster that will ask or leave without waiting for a batch
+themselves: rl/grpo/rollout.py admits them in a fixed order). For each episode the policy
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
@@ -38,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +56,7 @@ from rl.chat.views import FULL_VIEW, ChatView, RefTable, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
+from rl.policies.admission import episode_key
 from rl.tasks.tools_meta import NEEDS_CUSTOMER
 
 MALFORMED_TOOL = "malformed_tool_call"
@@ -94,6 +100,7 @@ class _Episode:
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
+    key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
     # batches does not decide its draws
     rng: random.Random | None = None
@@ -107,6 +114,7 @@ class _Request:
     grammar: ToolCallGrammar | None = None
     shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
     said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
+    key: str = ""  # the episode's key (its order in a lockstep batch)
 
 
 @dataclass
@@ -130,7 +138,7 @@ class LocalPolicy:
                  max_batch: int = 64, name: str = "local", seed: int = 0, reuse_cache: bool = True,
                  max_cached_episodes: int = 256, view: ChatView | None = None,
                  constrain_calls: bool | None = None, call_overrun: int = 160, adopt_history: bool = False,
-                 episode_streams: bool = True) -> None:
+                 episode_streams: bool = True, lockstep: bool = False) -> None:
         self.model, self.tok = model, tokenizer
         self.greedy, self.temperature = greedy, temperature
         self.max_new_tokens, self.max_context, self.max_batch = max_new_tokens, max_context, max_batch
@@ -154,6 +162,11 @@ class LocalPolicy:
         # (what GRPO did before: bench/grpo_repeat_bench.py measures the difference)
         self.episode_streams = episode_streams
         self._gen = torch.Generator().manual_seed(seed)  # for prompts generated outside an episode
+        # lockstep: the keys of episodes whose every turn a batch waits for (a multiset: a task may be
+        # played twice under one key), and each batch's keys as generated (the episodes decide them)
+        self._roster: Counter[str] | None = Counter() if lockstep else None
+        self._changed = asyncio.Event()
+        self.rounds: list[tuple[str, ...]] = []
 
     # ---------------------------------------------------------------- episode side
     async def act(self, episode_id: str, messages: list[dict[str, Any]],
@@ -177,7 +190,9 @@ class LocalPolicy:
         grammar = self._grammar(call_tools or tools)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers)
-        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else ()))
+        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else (),
+                                    ep.key))
+        self._changed.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         ids, logprobs, *held = await fut
@@ -216,7 +231,26 @@ class LocalPolicy:
         with the policy's seed, the episode's sampling stream (so what else runs beside an episode,
         which arrival time decides, does not decide its draws; see the module doc)."""
         return _Episode(TraceBuilder(self.tok, self.max_context), refs=self.view.conversation(key),
-                        rng=random.Random(f"{self.seed}:{key}") if self.episode_streams else None)
+                        rng=random.Random(f"{self.seed}:{key}") if self.episode_streams else None, key=key)
+
+    # ---------------------------------------------------------------- lockstep roster
+    @property
+    def lockstep(self) -> bool:
+        return self._roster is not None
+
+    def join(self, key: str) -> None:
+        """With `lockstep`: batches wait for the episode named `key` until it `leave`s (no-op without)."""
+        if self._roster is not None:
+            self._roster[key] += 1
+            self._changed.set()
+
+    def leave(self, key: str) -> None:
+        """The episode named `key` asks for no more turns; batches stop waiting for it."""
+        if self._roster is not None and self._roster[key] > 0:
+            self._roster[key] -= 1
+            if not self._roster[key]:
+                del self._roster[key]
+            self._changed.set()
 
     def open_episode(self, episode_id: str, key: str = "") -> None:
         """Start `episode_id` as a fresh conversation named `key` (see `new_episode`)."""
@@ -288,20 +322,44 @@ class LocalPolicy:
     async def _drain(self) -> None:
         await asyncio.sleep(0)  # let every episode that is ready queue its request
         while self._queue:
-            await asyncio.sleep(0.002)
-            batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
-            try:
-                outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
-                                               [r.episode_id for r in batch], [r.grammar for r in batch],
-                                               [r.shown for r in batch], [r.said for r in batch])
-            except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(e)
+            if self._roster is None:
+                await asyncio.sleep(0.002)
+                batch, self._queue = self._queue[: self.max_batch], self._queue[self.max_batch:]
+                await self._run_batch(batch)
                 continue
-            for r, o in zip(batch, outs, strict=True):
+            ready = await self._lockstep_round()
+            for i in range(0, len(ready), self.max_batch):  # a round larger than a batch: in key order
+                await self._run_batch(ready[i: i + self.max_batch])
+
+    async def _lockstep_round(self) -> list[_Request]:
+        """Every queued request, in key order, once each episode on the roster has queued one."""
+        while True:
+            self._queue = [r for r in self._queue if not r.future.done()]  # an episode that gave up waiting
+            waiting = Counter(r.key for r in self._queue)
+            if not self._queue:  # nothing left to generate: the worker ends, the next turn starts another
+                return []
+            if all(waiting[k] >= n for k, n in self._roster.items()):
+                break
+            self._changed.clear()
+            await self._changed.wait()
+        ready, self._queue = sorted(self._queue, key=lambda r: r.key), []
+        return ready
+
+    async def _run_batch(self, batch: list[_Request]) -> None:
+        if self._roster is not None:
+            self.rounds.append(tuple(r.key for r in batch))
+        try:
+            outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
+                                           [r.episode_id for r in batch], [r.grammar for r in batch],
+                                           [r.shown for r in batch], [r.said for r in batch])
+        except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
+            for r in batch:
                 if not r.future.done():
-                    r.future.set_result(o)
+                    r.future.set_exception(e)
+            return
+        for r, o in zip(batch, outs, strict=True):
+            if not r.future.done():
+                r.future.set_result(o)
 
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
                   grammars: list[ToolCallGrammar | None] | None = None,
@@ -402,7 +460,7 @@ class LocalAgentPolicy:
         self._n += 1
         eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
         s = LocalSession(self, eid)
-        self.engine._episodes[eid] = self.engine.new_episode(f"{getattr(task, 'id', task)}#{seed}")
+        self.engine._episodes[eid] = self.engine.new_episode(episode_key(task, seed))
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
 

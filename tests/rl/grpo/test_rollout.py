@@ -2,7 +2,9 @@
 tiny random model as the agent. Checks the wiring (traces, rewards, exclusion, turn counts) and that
 the trace's mask-1 tokens are exactly the agent's turns as the runner recorded them."""
 
+import asyncio
 import json
+import random
 
 import pytest
 
@@ -116,3 +118,54 @@ async def test_rollouts_sample_the_same_tokens_however_episodes_are_scheduled(te
         env_loop.run(drop_snapshot(snap))
     assert len(together) == 6 and one_at_a_time == together
     assert other_seed.keys() == together.keys() and other_seed != together
+
+
+class _Jittered:
+    """The scripted customer, each of whose replies takes a random while (as a real customer's or a
+    loaded database's would): the timing of a run, drawn from `seed`."""
+
+    def __init__(self, seed: int) -> None:
+        self.inner, self.rng = ScriptedCustomer(), random.Random(seed)
+        self.name, self.model, self.prompt_version = self.inner.name, self.inner.model, self.inner.prompt_version
+
+    def session(self, task, seed):
+        session, rng = self.inner.session(task, seed), self.rng
+
+        class Session:
+            def __getattr__(self, name):
+                return getattr(session, name)
+
+            async def respond(self, messages):
+                await asyncio.sleep(rng.choice([0.0, 0.0, 0.03, 0.1]))
+                return await session.respond(messages)
+
+        return Session()
+
+
+async def test_lockstep_rollouts_batch_the_same_turns_whatever_the_timing(test_dbs, tau_retail, tiny_tok,
+                                                                          tiny_model, env_loop):
+    """Six episodes, two at a time, on customers whose replies take random whiles: episodes are
+    admitted in task order and every batch waits for each running episode's turn, so two runs with
+    other timings batch the same turns together and sample the same tokens."""
+    tasks = generate_tasks(tau_retail, 3, 2, snapshot="tau-retail")[:3]
+    snap = env_loop.run(create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_grpo_lock"))
+    pool = env_loop.run(_start(SandboxPool(snap, size=2)))
+
+    def play(timing: int) -> tuple[list[tuple[str, ...]], dict[tuple[str, int], list[int]]]:
+        rollout = EpisodeRollout(tiny_tok, env_loop, pool, GoldStateCache(), _Jittered(timing), view=SHORT_PROMPT,
+                                 max_new_tokens=12, max_context=4096, tools_transform=compact_tools,
+                                 limits=EpisodeLimits(max_turns=3), concurrency=2)
+        _, traces = rollout.play(tiny_model, tasks, 2, seed=1000)
+        return rollout.last_rounds, {(t.task_id, t.info["trial"]): t.input_ids for t in traces}
+
+    try:
+        (rounds_1, traces_1), (rounds_2, traces_2) = play(1), play(2)
+    finally:
+        env_loop.run(pool.close())
+        env_loop.run(drop_snapshot(snap))
+    assert len(traces_1) == 6 and traces_1 == traces_2
+    assert rounds_1 == rounds_2 and max(len(r) for r in rounds_1) == 2
+    # the first two episodes in task order play first, and every episode has at least one turn
+    first_two = {f"{tasks[0].id}#1000", f"{tasks[0].id}#1001"}
+    assert set(rounds_1[0]) == first_two
+    assert {k for r in rounds_1 for k in r} == {f"{t.id}#{1000 + k}" for t in tasks for k in range(2)}
