@@ -27,7 +27,7 @@ from rl.env.episode import EpisodeLimits, Trajectory, run_episode
 from rl.env.gold_states import precompute_gold_states
 from rl.env.pools import StorePools
 from rl.eval.summary import summarize, to_markdown
-from rl.policies.admission import Admission, episode_key, pool_cap, roster_of
+from rl.policies.admission import Admission, episode_key
 from rl.policies.base import AgentPolicy
 from rl.simulator.base import UserSimulator
 from rl.tasks.schema import Task
@@ -75,10 +75,8 @@ async def evaluate(tasks: list[Task], policy: AgentPolicy, user: UserSimulator, 
         order = [(task, trial) for trial in range(trials) for task in tasks]
         # episodes start in task order; a lockstep local policy then batches the same turns together
         # in every run (rl/policies/admission.py), within what the pools give at once
-        roster = roster_of(policy)
-        cap = pool_cap(*pools.values()) if roster is not None else None
-        admission = Admission([episode_key(t, episode_seed(seed, t.id, k)) for t, k in order],
-                              min(concurrency, cap or concurrency), roster)
+        admission = Admission.for_policy(policy, [episode_key(t, episode_seed(seed, t.id, k)) for t, k in order],
+                                         concurrency, list(pools.values()))
 
         async def one(i: int, task: Task, trial: int) -> Trajectory:
             ep_seed = episode_seed(seed, task.id, trial)

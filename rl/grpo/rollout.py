@@ -24,7 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.grpo.batches import task_kind
 from rl.grpo.trace import Trace
-from rl.policies.admission import Admission, episode_key, pool_cap, roster_of
+from rl.policies.admission import Admission, episode_key
 from rl.policies.local import LocalAgentPolicy, LocalPolicy
 
 if TYPE_CHECKING:
@@ -142,12 +142,8 @@ class EpisodeRollout:
         if self.cache is not None:
             await precompute_gold_states(tasks, self.pool, self.cache)
         order = [(t, k) for t in tasks for k in range(trials)]
-        roster = roster_of(policy)
-        # an admitted episode waiting for a sandbox that another admitted one holds would hold up every
-        # lockstep batch: no more at once than the pool gives sandboxes to
-        cap = pool_cap(self.pool) if roster is not None else None
-        admission = Admission([episode_key(t, seed + k) for t, k in order],
-                              min(self.concurrency, cap or self.concurrency), roster)
+        admission = Admission.for_policy(policy, [episode_key(t, seed + k) for t, k in order], self.concurrency,
+                                         [self.pool])
 
         async def one(i: int, task: Task, k: int) -> tuple[Task, int, Trajectory]:
             async with admission.slot(i), self.pool.sandbox() as sandbox:

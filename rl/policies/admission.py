@@ -39,6 +39,15 @@ class Admission:
         for _ in range(max(1, limit)):
             self._admit()
 
+    @classmethod
+    def for_policy(cls, policy: Any, keys: Sequence[str], concurrency: int, pools: Sequence[Any]) -> Admission:
+        """Admission for `policy`'s episodes: on its lockstep roster if it has one, and then no more at
+        once than `pools` give sandboxes to (an admitted episode waiting for a sandbox that another
+        admitted one holds would hold up every batch)."""
+        roster = roster_of(policy)
+        cap = pool_cap(*pools) if roster is not None else None
+        return cls(keys, min(concurrency, cap or concurrency), roster)
+
     def _admit(self) -> None:
         if self._next < len(self.keys):
             if self.roster is not None:

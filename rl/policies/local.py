@@ -12,7 +12,7 @@ bench/grpo_repeat_bench.py). With `lockstep` that rounding is fixed too: episode
 and `leave` it when done, and a batch waits until every episode on the roster has asked for its
 turn, then holds them in key order, so the episodes decide the batches, not their timing (the
 caller must only put episodes on the roster that will ask or leave without waiting for a batch
-themselves: rl/grpo/rollout.py admits them in a fixed order). For each episode the policy
+themselves: rl/policies/admission.py admits them in a fixed order). For each episode the policy
 keeps a `TraceBuilder` and APPENDS only the messages it has not seen yet (its own turns are already
 in the trace exactly as sampled), so `pop_trace` returns the token-exact training trace. Replies
 are parsed as hermes tool calls; a malformed call becomes a call to `malformed_tool_call` carrying
@@ -335,9 +335,9 @@ class LocalPolicy:
         """Every queued request, in key order, once each episode on the roster has queued one."""
         while True:
             self._queue = [r for r in self._queue if not r.future.done()]  # an episode that gave up waiting
-            waiting = Counter(r.key for r in self._queue)
             if not self._queue:  # nothing left to generate: the worker ends, the next turn starts another
                 return []
+            waiting = Counter(r.key for r in self._queue)
             if all(waiting[k] >= n for k, n in self._roster.items()):
                 break
             self._changed.clear()
@@ -458,9 +458,10 @@ class LocalAgentPolicy:
 
     def session(self, task: Any, seed: int) -> LocalSession:
         self._n += 1
-        eid = f"{getattr(task, 'id', task)}#{seed}#{self._n}"
+        key = episode_key(task, seed)
+        eid = f"{key}#{self._n}"
         s = LocalSession(self, eid)
-        self.engine._episodes[eid] = self.engine.new_episode(episode_key(task, seed))
+        self.engine._episodes[eid] = self.engine.new_episode(key)
         self.traces[(str(getattr(task, "id", task)), seed)] = self.engine._episodes[eid].builder.trace
         return s
 
