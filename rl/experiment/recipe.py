@@ -136,8 +136,9 @@ class ExperimentRecipe(BaseModel):
     eval_customers: list[str] = Field(default_factory=lambda: ["heldout", "scripted"], min_length=1)
     # The customer of cold-start data, of the GRPO rows that talk with a customer (`mua_rl`,
     # `no_cold_start`) and of checkpoint validation: `scripted` says each decision in one phrasing,
-    # `varied` in several (rl/simulator/varied.py). Never `heldout`.
-    train_customer: Literal["scripted", "varied"] = "scripted"
+    # `varied` in several (rl/simulator/varied.py), `wide` in many more (rl/simulator/wide.py). Never
+    # `heldout`.
+    train_customer: Literal["scripted", "varied", "wide"] = "scripted"
     # Probability of a random word from the tokenizer at the start of each message and between two
     # lowercase words of the customers GRPO rows train with (rl/simulator/noisy.py); 0: none.
     # Validation and evaluation customers never have it.

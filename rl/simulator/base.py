@@ -16,6 +16,9 @@ sessions do; a session without `agreed` leaves writes unchecked, as tau-bench do
   training phrasing bank; cold-start data, RL rollouts and the training-style evaluation use it.
 - `varied` (rl/simulator/varied.py): the training customer in several wordings of each sentence
   (values kept verbatim); cpu-tiny's cold-start data, RL rollouts and training-style evaluation use it.
+- `wide` (rl/simulator/wide.py): the varied customer with many more wordings of each sentence
+  (other verbs, forms and names of the order), apart from the held-out customer's by every
+  four-word run.
 - `heldout` (rl/simulator/heldout.py): the evaluation customer. The same script and behaviour with a
   phrasing bank and identity formats training never uses, so evaluation measures generalization
   to other wordings (as the paper evaluates with another user simulator than training's).
@@ -86,8 +89,8 @@ def last_agent_text(conversation: list[Message]) -> str:
 
 
 def make_user(spec: str, **options: Any) -> UserSimulator:
-    """Build a simulator from `scripted`, `varied`, `heldout`, `scripted-static` or `llm:MODEL` (options go
-    to the LLM one)."""
+    """Build a simulator from `scripted`, `varied`, `wide`, `heldout`, `scripted-static` or `llm:MODEL`
+    (options go to the LLM one)."""
     if spec == "scripted":
         from rl.simulator.scripted import ScriptedCustomer
 
@@ -96,6 +99,10 @@ def make_user(spec: str, **options: Any) -> UserSimulator:
         from rl.simulator.varied import VariedCustomer
 
         return VariedCustomer()
+    if spec == "wide":
+        from rl.simulator.wide import WideCustomer
+
+        return WideCustomer()
     if spec == "heldout":
         from rl.simulator.heldout import HeldOutCustomer
 
@@ -109,4 +116,5 @@ def make_user(spec: str, **options: Any) -> UserSimulator:
         from rl.simulator.llm import LLMCustomer
 
         return LLMCustomer(model, **options)
-    raise ValueError(f"unknown user simulator {spec!r}; use scripted, varied, heldout, scripted-static or llm:MODEL")
+    raise ValueError(f"unknown user simulator {spec!r}; "
+                     "use scripted, varied, wide, heldout, scripted-static or llm:MODEL")
