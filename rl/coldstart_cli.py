@@ -67,9 +67,9 @@ def generate(
             raise ValueError(f"tasks must share one store, found {sorted(refs)}")
         if corrections and agent != "teacher":
             raise ValueError(f"--corrections is for --agent teacher, not {agent!r}")
-        pol = TeacherPolicy(corrections=corrections) if agent == "teacher" else make_policy(
-            agent, **({"base_url": base_url} if base_url else {}))
         sim = make_user(user)
+        pol = TeacherPolicy(corrections=corrections, wordings=getattr(sim, "wordings", None)) \
+            if agent == "teacher" else make_policy(agent, **({"base_url": base_url} if base_url else {}))
     except (TaskFileError, ValueError) as e:
         raise _fail(str(e)) from None
     ref = refs.pop()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from backend.agent.llm import Completion
@@ -27,10 +28,12 @@ from rl.coldstart.data import is_proposal
 from rl.policies.base import Message, text_message
 from rl.policies.oracle import OracleSession
 from rl.policies.wording import proposal
-from rl.simulator.varied import wordings
+from rl.simulator.varied import wordings as varied_wordings
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import order_ref
 from rl.tasks.schema import Action, Task
+
+Wordings = Callable[[str], list[str]]
 
 QUESTIONS = {
     "order_id": "Could you please tell me the order id?",
@@ -52,23 +55,26 @@ class TeacherPolicy:
     name = "teacher"
     model = "teacher"
 
-    def __init__(self, *, corrections: float = 0.0) -> None:
+    def __init__(self, *, corrections: float = 0.0, wordings: Wordings | None = None) -> None:
         if not 0.0 <= corrections <= 1.0:
             raise ValueError(f"corrections is a share of conversations in 0..1, not {corrections}")
         self.corrections = corrections
+        # every wording of a training sentence the customer may use (None: the varied customer's)
+        self.wordings = wordings or varied_wordings
 
     def session(self, task: Task, seed: int) -> TeacherSession:
         # chosen per task, not per trial: the same task always gets the same kind of conversation
         del seed
         draw = random.Random(zlib.crc32(f"corrections:{task.id}".encode())).random()
-        return TeacherSession(task, wrong_first=draw < self.corrections)
+        return TeacherSession(task, wrong_first=draw < self.corrections, wordings=self.wordings)
 
 
 class TeacherSession:
     name = "teacher"
 
-    def __init__(self, task: Task, *, wrong_first: bool = False) -> None:
+    def __init__(self, task: Task, *, wrong_first: bool = False, wordings: Wordings = varied_wordings) -> None:
         self.oracle = OracleSession(task)
+        self.wordings = wordings
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
         self.wrong_first = wrong_first  # the first proposal is a wrong one the customer will correct
@@ -117,7 +123,7 @@ class TeacherSession:
                 needed.append("order_id")
         if goal is not None and not msg.get("tool_calls") and "(yes/no)" in str(msg.get("content") or ""):
             for slot, answer in goal.details.items():
-                if slot in QUESTIONS and slot != "order_id" and not _was_said(answer, said):
+                if slot in QUESTIONS and slot != "order_id" and not _was_said(answer, said, self.wordings):
                     needed.append(slot)
         for slot in needed:
             if (gid, slot) not in self.asked:
@@ -138,9 +144,9 @@ def wrong_action(action: Action) -> Action | None:
     return Action(name="cancel_pending_order", arguments={"order_id": order_id, "reason": sorted(REASONS)[0]})
 
 
-def _was_said(answer: str, said: str) -> bool:
+def _was_said(answer: str, said: str, wordings: Wordings) -> bool:
     """Whether the customer has told the fact `answer` (the script's sentence), in the training
-    customer's words or in any wording of the varied training customer (rl/simulator/varied.py)."""
+    customer's words or in any of its `wordings` (the varied or the wide training customer's)."""
     first = answer.strip().split(". ")[0]
     return any(_essence(w) in said for w in wordings(first if first.endswith((".", "?")) else first + "."))
 

@@ -76,9 +76,11 @@ class Stages:
 
         customer = self.recipe.train_customer
         self.report.stage(f"cold-start data (teacher x {customer} customer)", None)
-        teacher = TeacherPolicy(corrections=self.recipe.cold_start_corrections)
+        user = make_user(customer)
+        teacher = TeacherPolicy(corrections=self.recipe.cold_start_corrections,
+                                wordings=getattr(user, "wordings", None))
         records = self.env.run(collect_real_tool_trajectories(
-            tasks, teacher, make_user(customer), self.env.pool, self.env.cache,
+            tasks, teacher, user, self.env.pool, self.env.cache,
             concurrency=16, source=f"real_tools:teacher+{customer}"))
         kept, why = filter_records(records, write_tool_names())
         write_jsonl(records, folder / "raw.jsonl")

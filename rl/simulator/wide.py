@@ -89,14 +89,16 @@ WIDE: list[tuple[str, list[str]]] = [
                                     "I ordered it in error."]),
     (r"My email is (?P<e>\S+)\.", ["Email: {e}.", "I'm registered as {e}.", "It's {e}.", "My e-mail is {e}.",
                                    "Try my email, {e}."]),
+    # A name as people introduce themselves ("I'm", "the name is"): the teacher's oracle reads it so.
     (r"My name is (?P<f>\S+) (?P<l>\S+) and my zip code is (?P<z>\d{5})\.",
-     ["{f} {l}, zip code {z}.", "It's {f} {l}, and the zip is {z}.", "Name {f} {l}, zip {z}.",
-      "I'm {f} {l}; zip {z}."]),
+     ["The name is {f} {l}, zip code {z}.", "Name's {f} {l}, and the zip is {z}.", "I'm {f} {l}; zip {z}.",
+      "I am {f} {l}, with zip {z}."]),
     (r"I don't remember my email, but my name is (?P<f>\S+) (?P<l>\S+) and my zip code is (?P<z>\d{5})\.",
      ["I can't recall my email. I'm {f} {l}, zip {z}.", "The email slipped my mind, but I'm {f} {l}, zip code {z}."]),
-    (r"Yes, please go ahead\.", ["Yes.", "Yes, go on.", "Yes, that works.", "Okay, yes.", "Yes, please do it."]),
-    (r"Yes, that's right\.", ["Yes, exactly.", "Right, yes."]),
-    (r"Yes, I confirm\.", ["Confirmed, yes.", "Yes, I agree."]),
+    # A yes opens with "yes", as every training yes does: the teacher's oracle reads it so.
+    (r"Yes, please go ahead\.", ["Yes.", "Yes, go on.", "Yes, that works.", "Yes, okay.", "Yes, please do it."]),
+    (r"Yes, that's right\.", ["Yes, exactly.", "Yes, right."]),
+    (r"Yes, I confirm\.", ["Yes, I agree to that.", "Yes, I agree."]),
     (r"Yes, please go ahead with it\.", ["Yes, I already said yes.", "Yes, you can proceed."]),
     (r"I see, that can't be done then\.", ["So it's not possible, okay."]),
     (r"Never mind, let's leave it\.", ["Let's just drop it."]),
@@ -174,8 +176,10 @@ class WideBank(VariedBank):
 
 
 class WideCustomer(ScriptedCustomer):
-    """Factory of wide training sessions (the `UserSimulator` for `--user wide`)."""
+    """Factory of wide training sessions (the `UserSimulator` for `--user wide`); `wordings` tells the
+    cold-start teacher every way a fact may have been said."""
 
     name = "wide"
     prompt_version = WIDE_VERSION
     bank = WideBank
+    wordings = staticmethod(wide_wordings)

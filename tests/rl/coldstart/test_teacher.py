@@ -1,6 +1,6 @@
 """The cold-start teacher on real sandboxes: it asks before it relies on a fact the customer has not
-said, and it recognises a fact in any wording of the varied training customer, so its data asks the
-same questions whichever training customer plays (and passes the filter)."""
+said, and it recognises a fact in any wording of the varied (or, told so, the wide) training customer,
+so its data asks the same questions whichever training customer plays (and passes the filter)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rl.env import SandboxPool, create_snapshot, drop_snapshot
 from rl.env.gold import GoldStateCache
 from rl.simulator.scripted import ScriptedCustomer
 from rl.simulator.varied import VariedCustomer
+from rl.simulator.wide import WideCustomer
 from rl.tasks.generator import generate_tasks
 
 
@@ -28,16 +29,19 @@ async def test_the_teacher_asks_the_same_questions_of_either_training_customer(t
             cache = GoldStateCache()
             plain = await collect_real_tool_trajectories(tasks, TeacherPolicy(), ScriptedCustomer(), pool, cache)
             varied = await collect_real_tool_trajectories(tasks, TeacherPolicy(), VariedCustomer(), pool, cache)
+            wide = await collect_real_tool_trajectories(tasks, TeacherPolicy(wordings=WideCustomer.wordings),
+                                                        WideCustomer(), pool, cache)
     finally:
         await drop_snapshot(snap)
     by_task = {r["meta"]["task_id"]: r for r in plain}
-    assert len(varied) == len(plain) == len(tasks)
-    differ = [(r["meta"]["task_id"], _questions(by_task[r["meta"]["task_id"]]), _questions(r)) for r in varied
-              if _questions(r) != _questions(by_task[r["meta"]["task_id"]])]
-    assert differ == []
-    assert sum(len(_questions(r)) for r in varied) > 0  # it does ask where the customer held a fact back
-    kept, why = filter_records(varied, write_tool_names())
-    assert len(kept) == len(varied), why
+    assert len(varied) == len(wide) == len(plain) == len(tasks)
+    for records in (varied, wide):
+        differ = [(r["meta"]["task_id"], _questions(by_task[r["meta"]["task_id"]]), _questions(r)) for r in records
+                  if _questions(r) != _questions(by_task[r["meta"]["task_id"]])]
+        assert differ == []
+        assert sum(len(_questions(r)) for r in records) > 0  # it does ask where the customer held a fact back
+        kept, why = filter_records(records, write_tool_names())
+        assert len(kept) == len(records), why
     # the customers did word things differently
     said = [[m["content"] for m in r["messages"] if m["role"] == "user"] for r in (*plain, *varied)]
     assert said[: len(plain)] != said[len(plain):]
