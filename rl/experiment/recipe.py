@@ -143,6 +143,11 @@ class ExperimentRecipe(BaseModel):
     # lowercase words of the customers GRPO rows train with (rl/simulator/noisy.py); 0: none.
     # Validation and evaluation customers never have it.
     grpo_customer_noise: float = Field(default=0.0, ge=0.0, le=1.0)
+    # How often the customers GRPO rows train with refuse a proposal with the other cancellation
+    # reason without saying their own (rl/simulator/scripted.py `quiet_reasons`): the agent must read
+    # the refusal and switch, not the reason's words. Cold-start data, validation and evaluation
+    # customers always say it.
+    grpo_quiet_reasons: float = Field(default=0.0, ge=0.0, le=1.0)
     llm_customer: bool = True
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16

@@ -176,7 +176,7 @@ class Stages:
 
         base_manifest = {**{k: v for k, v in manifest.items() if k not in ("created", "parameters", "architecture")},
                          "parent": init}
-        user = make_user(user_spec)
+        user = make_user(user_spec, quiet_reasons=r.grpo_quiet_reasons if user_spec == r.train_customer else 0.0)
         if r.grpo_customer_noise:
             from rl.simulator.noisy import NoisyCustomer, noise_words
 

@@ -105,7 +105,8 @@ class Bank(ABC):
 
     @abstractmethod
     def wrong_reason(self, reason: str) -> str:
-        """A proposal names another reason than the customer's own (`reason`: its words)."""
+        """A proposal names another reason than the customer's own (`reason`: its words; "": the
+        customer keeps them to itself)."""
 
     @abstractmethod
     def not_wanted(self, restate: str) -> str:
@@ -185,7 +186,7 @@ class TrainingBank(Bank):
         return f"Are you sure? {restate}"
 
     def wrong_reason(self, reason: str) -> str:
-        return f"No, that's not the reason. {reason}"
+        return f"No, that's not the reason. {reason}".strip()
 
     def not_wanted(self, restate: str) -> str:
         return "No, that's not what I want. " + restate

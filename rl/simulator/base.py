@@ -88,21 +88,24 @@ def last_agent_text(conversation: list[Message]) -> str:
     return ""
 
 
-def make_user(spec: str, **options: Any) -> UserSimulator:
+def make_user(spec: str, *, quiet_reasons: float = 0.0, **options: Any) -> UserSimulator:
     """Build a simulator from `scripted`, `varied`, `wide`, `heldout`, `scripted-static` or `llm:MODEL`
-    (options go to the LLM one)."""
+    (options go to the LLM one). `quiet_reasons`: how often a training customer (`scripted`, `varied`,
+    `wide`) refuses a proposal with the other cancellation reason without saying its own."""
+    if quiet_reasons and spec not in ("scripted", "varied", "wide"):
+        raise ValueError(f"quiet_reasons is for the training customers, not {spec!r}")
     if spec == "scripted":
         from rl.simulator.scripted import ScriptedCustomer
 
-        return ScriptedCustomer()
+        return ScriptedCustomer(quiet_reasons=quiet_reasons)
     if spec == "varied":
         from rl.simulator.varied import VariedCustomer
 
-        return VariedCustomer()
+        return VariedCustomer(quiet_reasons=quiet_reasons)
     if spec == "wide":
         from rl.simulator.wide import WideCustomer
 
-        return WideCustomer()
+        return WideCustomer(quiet_reasons=quiet_reasons)
     if spec == "heldout":
         from rl.simulator.heldout import HeldOutCustomer
 

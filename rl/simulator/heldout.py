@@ -266,7 +266,7 @@ class HeldOutBank(Bank):
         return f"Hmm, that doesn't sound right to me. {restate}"
 
     def wrong_reason(self, reason: str) -> str:
-        return f"That's not why, actually. {reason}"
+        return f"That's not why, actually. {reason}".strip()
 
     def not_wanted(self, restate: str) -> str:
         return f"Hmm, that's not it. {restate}"

@@ -56,11 +56,17 @@ class ScriptedCustomer:
     prompt_version = SCRIPT_VERSION
     bank: Callable[[Task, int], Bank] | None = None  # how it words its decisions (None: TrainingBank)
 
-    def __init__(self, *, patience: int = 3) -> None:
+    def __init__(self, *, patience: int = 3, quiet_reasons: float = 0.0) -> None:
+        if not 0.0 <= quiet_reasons <= 1.0:
+            raise ValueError(f"quiet_reasons is a probability in 0..1, not {quiet_reasons}")
         self.patience = patience
+        self.quiet_reasons = quiet_reasons
+        if quiet_reasons:  # a different customer: its episodes and models say so
+            self.name = f"{type(self).name}+quiet{quiet_reasons:g}"
 
     def session(self, task: Task, seed: int) -> ScriptedSession:
-        return ScriptedSession(task, seed, patience=self.patience, bank=type(self).bank)
+        return ScriptedSession(task, seed, patience=self.patience, bank=type(self).bank,
+                               quiet_reasons=self.quiet_reasons)
 
 
 def static_goals(goals: list[Goal]) -> list[Goal]:
@@ -81,9 +87,14 @@ def static_goals(goals: list[Goal]) -> list[Goal]:
 
 class ScriptedSession:
     def __init__(self, task: Task, seed: int, *, patience: int = 3,
-                 bank: Callable[[Task, int], Bank] | None = None) -> None:
+                 bank: Callable[[Task, int], Bank] | None = None, quiet_reasons: float = 0.0) -> None:
         self.task = task
         self.rng = random.Random(f"{seed}:{task.id}")
+        # A proposal with the other cancellation reason is refused without the customer's own reason
+        # with this probability (drawn from a stream of its own, so 0 changes nothing else): the
+        # agent then has to read the refusal itself, not the reason's words, and switch.
+        self.quiet_reasons = quiet_reasons
+        self.quiet_rng = random.Random(f"quiet:{seed}:{task.id}")
         self.bank = bank(task, seed) if bank else TrainingBank()
         self.goals = list(task.script.goals)
         self.k = 0
@@ -230,7 +241,8 @@ class ScriptedSession:
         if R.asks_confirmation(text) and g.outcome != "info":
             wrong = self._wrong_reason(text)
             if wrong:
-                return self._refuse(text, self.bank.wrong_reason(wrong))
+                quiet = self.quiet_reasons and self.quiet_rng.random() < self.quiet_reasons
+                return self._refuse(text, self.bank.wrong_reason("" if quiet else wrong))
             if proposal_matches(text, g.kind, g.confirm_terms, kind_text=self.records.outside_descriptions(text)):
                 self.confirmed = self.agreed = True
                 return self.bank.yes(self.rng), False

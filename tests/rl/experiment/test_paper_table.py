@@ -15,10 +15,11 @@ GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 
 
 def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
-    # with noisy GRPO customers (rl/simulator/noisy.py): the evaluations never have the noise; and
+    # with noisy GRPO customers (rl/simulator/noisy.py) who keep their reasons to themselves half the
+    # time (rl/simulator/scripted.py): the evaluations never have either; and
     # with the anchor to the cold-start data (rl/grpo/trainer.py), which only runs from the cold start get
     smoke = get_recipe("smoke")
-    recipe = smoke.model_copy(update={"grpo_customer_noise": 0.3,
+    recipe = smoke.model_copy(update={"grpo_customer_noise": 0.3, "grpo_quiet_reasons": 0.5,
                                       "grpo": smoke.grpo.model_copy(update={"anchor_coef": 0.5})})
     out = tmp_path / "paper"
     table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
@@ -74,7 +75,9 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
                                 ("no_cold_start_s0", "base", 0), ("static_query_s0", "cold_start", 0)]:
         manifest = json.loads((out / "models" / model / "manifest.json").read_text())
         assert manifest["parent"] == parent and manifest["training"]["config"]["seed"] == seed
-        assert manifest["training"]["user"] == ("scripted-static" if "static" in model else "scripted") + "+noise0.3"
+        # quiet reasons for the training customer only; the noise for every GRPO customer
+        assert manifest["training"]["user"] == ("scripted-static" if "static" in model else "scripted+quiet0.5") \
+            + "+noise0.3"
     # GRPO from the random base: with its weights unchanged it takes the base's evaluation, else its own
     same = weights_digest(out / "models" / "no_cold_start_s0") == weights_digest(out / "models" / "base")
     evaluated = json.loads((out / "eval" / "no_cold_start_s0" / "result.json").read_text())

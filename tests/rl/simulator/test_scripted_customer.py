@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rl.simulator.base import STOP, SimulatorError
+from rl.simulator.base import STOP, SimulatorError, make_user
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.build import assemble
 from rl.tasks.schema import Action, Customer, Goal, GoalShift, Haggle
@@ -44,8 +44,8 @@ def task_of(*goals: Goal, customer: Customer = CUSTOMER):
 class Convo:
     """Builds an OpenAI-format conversation and asks the customer after each agent message."""
 
-    def __init__(self, task, seed: int = 0) -> None:
-        self.session = ScriptedCustomer().session(task, seed)
+    def __init__(self, task, seed: int = 0, **options) -> None:
+        self.session = ScriptedCustomer(**options).session(task, seed)
         self.messages: list[dict] = [{"role": "system", "content": "policy"}]
         self.n = 0
 
@@ -233,6 +233,38 @@ def test_corrects_a_proposed_cancellation_reason_that_is_not_its_own():
     assert reply == "No, that's not the reason. I no longer need it." and not done
     reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm (yes/no)?")
     assert reply.lower().startswith("yes") and not done
+
+
+def test_a_quiet_customer_refuses_the_other_reason_without_its_own_and_says_yes_to_its_own():
+    c = Convo(task_of(cancel_goal()), quiet_reasons=1.0)
+    c.start()
+    c.authenticate()
+    reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'ordered by mistake'. Confirm (yes/no)?")
+    assert reply == "No, that's not the reason." and not done
+    reply, done = c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm (yes/no)?")
+    assert reply.lower().startswith("yes") and not done
+
+
+def test_quiet_reasons_is_drawn_per_refusal_on_its_own_stream():
+    def replies(quiet: float, seed: int) -> list[str]:
+        c = Convo(task_of(cancel_goal()), seed=seed, quiet_reasons=quiet)
+        out = [c.start()]
+        c.authenticate()
+        out.append(c.say("To confirm, I will cancel order #W100 with the reason 'ordered by mistake'. Confirm?"))
+        out.append(c.say("To confirm, I will cancel order #W100 with the reason 'no longer needed'. Confirm?"))
+        return out
+
+    assert replies(0.0, 3) == replies(0.0, 3)
+    quiet = [replies(0.5, seed)[1][0] for seed in range(40)]
+    assert 5 < quiet.count("No, that's not the reason.") < 35
+    # the other replies of a session are the same with or without quiet refusals
+    assert all(replies(0.5, s)[2] == replies(0.0, s)[2] for s in range(10))
+    with pytest.raises(ValueError, match="0..1"):
+        ScriptedCustomer(quiet_reasons=1.5)
+    with pytest.raises(ValueError, match="training customers"):
+        make_user("heldout", quiet_reasons=0.5)
+    assert make_user("varied", quiet_reasons=0.5).name == "varied+quiet0.5"
+    assert make_user("varied").name == "varied"
 
 
 def test_a_proposal_naming_no_reason_is_judged_as_before():
