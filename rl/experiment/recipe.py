@@ -145,9 +145,11 @@ class ExperimentRecipe(BaseModel):
     grpo_customer_noise: float = Field(default=0.0, ge=0.0, le=1.0)
     # How often the customers GRPO rows train with refuse a proposal with the other cancellation
     # reason without saying their own (rl/simulator/scripted.py `quiet_reasons`): the agent must read
-    # the refusal and switch, not the reason's words. Cold-start data, validation and evaluation
-    # customers always say it.
+    # the refusal and switch, not the reason's words. Validation and evaluation customers always say it.
     grpo_quiet_reasons: float = Field(default=0.0, ge=0.0, le=1.0)
+    # The same for the customer of the cold-start data: after the teacher's wrong first proposals
+    # (`cold_start_corrections`) the customer's refusal then carries no reason half of the time at 0.5.
+    cold_start_quiet_reasons: float = Field(default=0.0, ge=0.0, le=1.0)
     llm_customer: bool = True
     eval_concurrency: int = 32  # the harness keeps up to 2x this many sandbox connections open
     pool_size: int = 16
@@ -207,9 +209,11 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # cpu-tiny trains with the varied customer and is evaluated with it beside the held-out one: with
     # one phrasing per decision its cold start passed 32.4% with that phrasing and 6.7% held out (run
     # `f1`, bench/results/README.md). Half its cold-start conversations show a corrected proposal
-    # (decided on the dev set: `dev-corrections`, bench/results/README.md).
+    # (decided on the dev set: `dev-corrections`, bench/results/README.md). GRPO's customers keep their
+    # cancellation reason to themselves in half their refusals of the other one (`dev-quiet`).
     "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10, train_customer="varied",
-                                 eval_customers=["heldout", "varied"], cold_start_corrections=0.5),
+                                 eval_customers=["heldout", "varied"], cold_start_corrections=0.5,
+                                 grpo_quiet_reasons=0.5),
     "smoke": ExperimentRecipe(
         name="smoke", cold_start_mix=list(COLD_START_MIX), n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6,
         n_dev_tasks=6, n_val_tasks=6,

@@ -76,12 +76,12 @@ class Stages:
 
         customer = self.recipe.train_customer
         self.report.stage(f"cold-start data (teacher x {customer} customer)", None)
-        user = make_user(customer)
+        user = make_user(customer, quiet_reasons=self.recipe.cold_start_quiet_reasons)
         teacher = TeacherPolicy(corrections=self.recipe.cold_start_corrections,
                                 wordings=getattr(user, "wordings", None))
         records = self.env.run(collect_real_tool_trajectories(
             tasks, teacher, user, self.env.pool, self.env.cache,
-            concurrency=16, source=f"real_tools:teacher+{customer}"))
+            concurrency=16, source=f"real_tools:teacher+{user.name}"))
         kept, why = filter_records(records, write_tool_names())
         write_jsonl(records, folder / "raw.jsonl")
         (folder / "stats.json").write_text(json.dumps({"episodes": len(records), "kept": len(kept),

@@ -4,6 +4,8 @@ so its data asks the same questions whichever training customer plays (and passe
 
 from __future__ import annotations
 
+import pytest
+
 from rl.coldstart.data import collect_real_tool_trajectories, filter_records, is_proposal, write_tool_names
 from rl.coldstart.teacher import QUESTIONS, TeacherPolicy
 from rl.env import SandboxPool, create_snapshot, drop_snapshot
@@ -47,20 +49,23 @@ async def test_the_teacher_asks_the_same_questions_of_either_training_customer(t
     assert said[: len(plain)] != said[len(plain):]
 
 
-async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_loss(test_dbs, tau_retail):
+@pytest.mark.parametrize("quiet", [0.0, 1.0])
+async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_loss(test_dbs, tau_retail, quiet):
     """With corrections the teacher's first proposal is wrong, the customer says no, and the teacher
-    proposes the right change before it writes; the wrong proposal is marked out of the loss."""
+    proposes the right change before it writes; the wrong proposal is marked out of the loss. A quiet
+    customer refuses the other cancellation reason without its own, and the teacher still switches."""
     kinds = ["cancel", "modify_address", "return", "multi_cancel_cancel"]
     tasks = generate_tasks(tau_retail, 12, 3, snapshot="tau-retail", categories=kinds)
     snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_fix")
     try:
         async with SandboxPool(snap, size=4) as pool:
-            records = await collect_real_tool_trajectories(tasks, TeacherPolicy(corrections=1.0), VariedCustomer(),
-                                                           pool, GoldStateCache())
+            records = await collect_real_tool_trajectories(tasks, TeacherPolicy(corrections=1.0),
+                                                           VariedCustomer(quiet_reasons=quiet), pool, GoldStateCache())
     finally:
         await drop_snapshot(snap)
     kept, why = filter_records(records, write_tool_names())
     assert len(kept) == len(records), why
+    reason_refusals = 0
     for r in records:
         msgs = r["messages"]
         wrong = [i for i, m in enumerate(msgs) if m.get("train") is False]
@@ -73,8 +78,13 @@ async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_los
             said = m["content"]
             assert said.startswith("To confirm, I will ") and said.endswith(". Do you confirm (yes/no)?")
         assert not is_proposal(msgs[i + 3]) and msgs[i + 3]["role"] == "user"  # the yes is to the right one
+        if "cancel" in r["meta"]["task_id"].rsplit("-", 1)[-1] and "with the reason" in msgs[i]["content"]:
+            refusal = msgs[i + 1]["content"]
+            assert (refusal in ("No, that's not the reason.", "That's not my reason.")) == (quiet == 1.0), refusal
+            reason_refusals += 1
         # nothing was written between the wrong proposal and the right one
         assert not any(m.get("tool_calls") for m in msgs[i:i + 3])
+    assert reason_refusals > 0
     plain = TeacherPolicy(corrections=0.0)
     assert all(not plain.session(t, 0).wrong_first for t in tasks)
     some = TeacherPolicy(corrections=0.5)

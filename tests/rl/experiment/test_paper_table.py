@@ -20,11 +20,14 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
     # with the anchor to the cold-start data (rl/grpo/trainer.py), which only runs from the cold start get
     smoke = get_recipe("smoke")
     recipe = smoke.model_copy(update={"grpo_customer_noise": 0.3, "grpo_quiet_reasons": 0.5,
+                                      "cold_start_quiet_reasons": 0.5,
                                       "grpo": smoke.grpo.model_copy(update={"anchor_coef": 0.5})})
     out = tmp_path / "paper"
     table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
                        command="muarl experiment paper-table --recipe smoke").run()
     on_disk = json.loads((out / "table.json").read_text())
+    raw = [json.loads(line) for line in (out / "coldstart" / "raw.jsonl").read_text().splitlines()]
+    assert {r["meta"]["source"] for r in raw} == {"real_tools:teacher+scripted+quiet0.5"}
     assert on_disk == json.loads(json.dumps(table))
     assert set(on_disk["rows"]) == set(ROWS)
     assert on_disk["n_eval_tasks"] == recipe.n_eval_tasks and isinstance(on_disk["wall_seconds"], float)

@@ -1,0 +1,78 @@
+"""What an agent proposes after the customer refused its cancellation reason: in a paper-table
+folder's greedy evaluation episodes, per model and customer, how many refusals of a proposed
+reason there were, and whether the agent's next proposal naming a reason switched to the other
+reason, named the refused one again, or never came.
+
+Why: in session 34's dev transcripts MUA-RL answered "That's not why, actually. I bought it by
+accident." by proposing the refused reason again until the customer gave up; with two valid
+reasons a refusal of one is enough to know the other (bench/results/README.md, `dev-quiet`). The
+refusal is read from the customer's words: every customer of the project opens its reason refusal
+with one of `REFUSALS` (rl/simulator: bank.py, varied.py, wide.py, heldout.py).
+
+Usage: .venv/bin/python bench/reason_switches.py --out DIR [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from unconfirmed_writes import evaluated_models, per_model_and_customer
+
+REASONS = ("no longer needed", "ordered by mistake")
+REFUSALS = re.compile(r"not the reason|not my reason|not why|my reason is different", re.I)
+
+
+def named_reason(text: str) -> str | None:
+    """The one reason a proposal names, or None (none, or both)."""
+    named = [r for r in REASONS if r in text.lower()]
+    return named[0] if len(named) == 1 else None
+
+
+def count(path: Path) -> dict[str, int]:
+    from rl.simulator import reading as R
+
+    out: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        if e.get("excluded"):
+            continue
+        msgs = e["messages"]
+        for i, m in enumerate(msgs):
+            text = m.get("content") or ""
+            if m.get("role") != "assistant" or not R.asks_confirmation(text) or named_reason(text) is None:
+                continue
+            reply = next((x for x in msgs[i + 1:] if x.get("role") == "user"), None)
+            if reply is None or not REFUSALS.search(reply.get("content") or ""):
+                continue
+            out["refusals"] += 1
+            refused = named_reason(text)
+            later = (x.get("content") or "" for x in msgs[msgs.index(reply) + 1:] if x.get("role") == "assistant")
+            nxt = next((named_reason(t) for t in later if R.asks_confirmation(t) and named_reason(t)), None)
+            out["no_further_proposal" if nxt is None else "repeated" if nxt == refused else "switched"] += 1
+    return {k: out[k] for k in ("refusals", "switched", "repeated", "no_further_proposal")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    res: dict[str, Any] = per_model_and_customer(a.out, evaluated_models(a.out), count)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return
+    print("| model | customer | reason refusals | next proposal: other reason | same reason again | none |\n"
+          "|---|---|---|---|---|---|")
+    for model, by_customer in res.items():
+        for customer, c in by_customer.items():
+            print(f"| {model} | {customer} | {c['refusals']} | {c['switched']} | {c['repeated']} | "
+                  f"{c['no_further_proposal']} |")
+
+
+if __name__ == "__main__":
+    main()
