@@ -1,7 +1,7 @@
-"""What an agent proposes after the customer refused its cancellation reason: in a paper-table
-folder's greedy evaluation episodes, per model and customer, how many refusals of a proposed
-reason there were, and whether the agent's next proposal naming a reason switched to the other
-reason, named the refused one again, or never came.
+"""How an agent gets a customer's cancellation reason: in a paper-table folder's greedy evaluation
+episodes, per model and customer, how many episodes ask the customer for the reason, how many
+refusals of a proposed reason there were, and whether the agent's next proposal naming a reason
+switched to the other reason, named the refused one again, or never came.
 
 Why: in session 34's dev transcripts MUA-RL answered "That's not why, actually. I bought it by
 accident." by proposing the refused reason again until the customer gave up; with two valid
@@ -25,6 +25,7 @@ from unconfirmed_writes import evaluated_models, per_model_and_customer
 
 REASONS = ("no longer needed", "ordered by mistake")
 REFUSALS = re.compile(r"not the reason|not my reason|not why|my reason is different", re.I)
+ASKS_REASON = re.compile(r"\breason\b[^.?!]*\?", re.I)  # a question about the reason (not a proposal)
 
 
 def named_reason(text: str) -> str | None:
@@ -42,6 +43,8 @@ def count(path: Path) -> dict[str, int]:
         if e.get("excluded"):
             continue
         msgs = e["messages"]
+        out["asked_reason"] += any(m.get("role") == "assistant" and ASKS_REASON.search(m.get("content") or "")
+                                   and not R.asks_confirmation(m.get("content") or "") for m in msgs)
         for i, m in enumerate(msgs):
             text = m.get("content") or ""
             if m.get("role") != "assistant" or not R.asks_confirmation(text) or named_reason(text) is None:
@@ -54,7 +57,7 @@ def count(path: Path) -> dict[str, int]:
             later = (x.get("content") or "" for x in msgs[msgs.index(reply) + 1:] if x.get("role") == "assistant")
             nxt = next((named_reason(t) for t in later if R.asks_confirmation(t) and named_reason(t)), None)
             out["no_further_proposal" if nxt is None else "repeated" if nxt == refused else "switched"] += 1
-    return {k: out[k] for k in ("refusals", "switched", "repeated", "no_further_proposal")}
+    return {k: out[k] for k in ("asked_reason", "refusals", "switched", "repeated", "no_further_proposal")}
 
 
 def main() -> None:
@@ -66,12 +69,12 @@ def main() -> None:
     if a.json:
         print(json.dumps(res, indent=1))
         return
-    print("| model | customer | reason refusals | next proposal: other reason | same reason again | none |\n"
-          "|---|---|---|---|---|---|")
+    print("| model | customer | episodes asking the reason | reason refusals | next proposal: other reason "
+          "| same reason again | none |\n|---|---|---|---|---|---|---|")
     for model, by_customer in res.items():
         for customer, c in by_customer.items():
-            print(f"| {model} | {customer} | {c['refusals']} | {c['switched']} | {c['repeated']} | "
-                  f"{c['no_further_proposal']} |")
+            print(f"| {model} | {customer} | {c['asked_reason']} | {c['refusals']} | {c['switched']} | "
+                  f"{c['repeated']} | {c['no_further_proposal']} |")
 
 
 if __name__ == "__main__":
