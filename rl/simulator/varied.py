@@ -153,13 +153,16 @@ def _lower_first(s: str) -> str:
 
 
 class VariedBank(TrainingBank):
-    """The training bank's lines, each sentence in a wording drawn from `wordings`."""
+    """The training bank's lines, each sentence in a wording drawn from `choices` (`wordings`)."""
+
+    tag = "varied"  # names the session's random stream
+    choices = staticmethod(wordings)
 
     def __init__(self, task: Task, seed: int) -> None:
-        self.rng = random.Random(f"varied:{seed}:{task.id}")
+        self.rng = random.Random(f"{self.tag}:{seed}:{task.id}")
 
     def vary(self, line: str) -> str:
-        return " ".join(self.rng.choice(wordings(s)) for s in _SPLIT.split(line.strip()) if s)
+        return " ".join(self.rng.choice(self.choices(s)) for s in _SPLIT.split(line.strip()) if s)
 
     def opening(self, task: Task) -> str:
         return self.vary(super().opening(task))

@@ -19,12 +19,11 @@ stricter apartness than the varied customer's (no held-out sentence contains a t
 
 from __future__ import annotations
 
-import random
 import re
 
 from rl.simulator.scripted import ScriptedCustomer
 from rl.simulator.varied import LEADS, VariedBank, _lower_first, wordings
-from rl.tasks.schema import Customer, Goal, Task
+from rl.tasks.schema import Customer, Goal
 
 WIDE_VERSION = "wide-1"
 
@@ -111,7 +110,6 @@ _WIDE = [(re.compile(p), words) for p, words in WIDE]
 # sentence of its own, so what follows keeps its capital (a name may come first).
 FILLERS = ["Okay. ", "Right. ", "Alright. ", "One moment. ", "Let me see. "]
 FILLER_P = 0.3
-_SPLIT = re.compile(r"(?<=[.?!])\s+")
 _MY_ORDER = re.compile(r"^my order (?P<ref>\S+)$")
 
 
@@ -151,11 +149,8 @@ class WideBank(VariedBank):
     """The training bank's lines, each sentence in a wording drawn from `wide_wordings`; requests and
     facts sometimes open with a filler."""
 
-    def __init__(self, task: Task, seed: int) -> None:
-        self.rng = random.Random(f"wide:{seed}:{task.id}")
-
-    def vary(self, line: str) -> str:
-        return " ".join(self.rng.choice(wide_wordings(s)) for s in _SPLIT.split(line.strip()) if s)
+    tag = "wide"
+    choices = staticmethod(wide_wordings)
 
     def _filled(self, text: str) -> str:
         if self.rng.random() >= FILLER_P:

@@ -101,3 +101,15 @@ def probe(session: Any, task: Task, turns: int = 24, observe: Callable[[Any], No
         if say(text):
             return out
     return out
+
+
+def decision_state(s: Any) -> tuple:
+    """What a scripted session has decided so far (its words aside)."""
+    return (s.k, dict(s.status), set(s.revealed), s.finished, s.confirmed, s.haggled, s.late_given, s.stuck)
+
+
+def decisions(session: Any, task: Task) -> list[tuple]:
+    """The session's `decision_state` after each reply to the probe."""
+    out: list[tuple] = []
+    probe(session, task, observe=lambda s: out.append(decision_state(s)))
+    return out

@@ -14,10 +14,9 @@ from rl.simulator.bank import THANKS, YES
 from rl.simulator.base import STOP_TOKENS, make_user
 from rl.simulator.heldout import HeldOutBank, HeldOutCustomer
 from rl.simulator.scripted import ScriptedCustomer
-from rl.tasks.generator import SCHEDULE, SHIFT_LINES, generate_tasks
+from rl.tasks.generator import SHIFT_LINES
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import KIND_VERB, address_text
-from rl.tasks.stores import resolve_store, synthetic_ref
 from tests.rl.simulator.probe import probe
 
 REF = r"#?W\d+"
@@ -61,14 +60,6 @@ def sentences(reply: str) -> list[str]:
     for token in STOP_TOKENS:
         reply = reply.replace(token, "")
     return [s for s in _SPLIT.split(reply.strip()) if s]
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    ref = synthetic_ref(0, 200)
-    out = generate_tasks(resolve_store(ref), 6 * len(SCHEDULE), 41, snapshot=ref)
-    return out + generate_tasks(resolve_store(synthetic_ref(1, 100)), 3 * len(SCHEDULE), 42,
-                                snapshot=synthetic_ref(1, 100))
 
 
 def test_no_held_out_sentence_is_or_contains_a_training_sentence(tasks):

@@ -6,29 +6,13 @@ from __future__ import annotations
 import re
 import string
 
-import pytest
-
 from rl.simulator.base import make_user
 from rl.simulator.heldout import HeldOutCustomer
 from rl.simulator.scripted import ScriptedCustomer
 from rl.simulator.varied import VariedCustomer, wordings
 from rl.simulator.wide import FILLERS, WIDE, WIDE_VERSION, WideCustomer, order_names, wide_wordings
-from rl.tasks.generator import SCHEDULE, generate_tasks
-from rl.tasks.stores import resolve_store, synthetic_ref
-from tests.rl.simulator.probe import probe
-from tests.rl.simulator.test_heldout_customer import sentences
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    ref = synthetic_ref(0, 200)
-    out = generate_tasks(resolve_store(ref), 6 * len(SCHEDULE), 41, snapshot=ref)
-    return out + generate_tasks(resolve_store(synthetic_ref(1, 100)), 3 * len(SCHEDULE), 42,
-                                snapshot=synthetic_ref(1, 100))
-
-
-def _said(customer, tasks, seeds=range(3)) -> set[str]:
-    return {s for t in tasks for seed in seeds for r in probe(customer.session(t, seed), t) for s in sentences(r)}
+from tests.rl.simulator.probe import decisions, probe
+from tests.rl.simulator.test_varied_customer import _said
 
 
 def _grams(text: str, n: int = 4) -> set[tuple[str, ...]]:
@@ -76,15 +60,10 @@ def test_wide_wordings_hold_the_varied_ones_and_name_the_order_several_ways():
 
 
 def test_it_decides_as_the_training_customer(tasks):
-    def state(s):
-        return (s.k, dict(s.status), set(s.revealed), s.finished, s.confirmed, s.haggled, s.late_given, s.stuck)
-
     for t in tasks:
         for seed in range(2):
-            states: tuple[list, list] = ([], [])
-            probe(WideCustomer().session(t, seed), t, observe=lambda s, out=states[0]: out.append(state(s)))
-            probe(ScriptedCustomer().session(t, seed), t, observe=lambda s, out=states[1]: out.append(state(s)))
-            assert states[0] == states[1], t.id
+            wide, scripted = WideCustomer().session(t, seed), ScriptedCustomer().session(t, seed)
+            assert decisions(wide, t) == decisions(scripted, t), t.id
 
 
 def test_it_says_more_than_the_varied_customer_and_repeats_per_seed(tasks):
