@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import structlog
 
 from rl.chat.views import ChatView
 from rl.experiment.environment import ExperimentEnv
@@ -31,6 +34,8 @@ from rl.tasks.schema import Task
 if TYPE_CHECKING:
     from rl.grpo.rollout import EpisodeRollout
     from rl.simulator.base import UserSimulator
+
+log = structlog.get_logger(__name__)
 
 
 def _append_jsonl(path: Path, obj: dict[str, Any]) -> None:
@@ -189,8 +194,18 @@ class Stages:
                 from rl.coldstart.sft import build_traces
 
                 anchor, _ = build_traces(tok, self._sft_records(), r.sft.max_tokens)
+        guides: dict[str, Any] = {}
+        if config.guide_failed_groups:  # like the anchor: the teacher's conversations guide the cold start only
+            if init != "cold_start":
+                config = config.model_copy(update={"guide_failed_groups": False})
+            else:
+                guides = self.guides(tok, user, tasks)
+            if not guides:  # the teacher solved none of them with this customer: nothing to guide with
+                log.warning("grpo.no_guides", row=row, customer=user.name)
+                config = config.model_copy(update={"guide_failed_groups": False})
         trainer = GRPOTrainer(model, tok, tasks, episodes(user, greedy=False), config, run_dir,
-                              manifest={**manifest, "parent": init, "user": user.name}, anchor=anchor)
+                              manifest={**manifest, "parent": init, "user": user.name}, anchor=anchor,
+                              guides=guides)
         selector = None
         if val_tasks:
             scorer = validation_score(episodes(make_user(r.train_customer), greedy=True), val_tasks)
@@ -215,6 +230,33 @@ class Stages:
                                      "every": r.validate_every,
                                      "scores": {str(x["step"]): x["reward"] for x in selector.records()}}
         return save_model_folder(model, tok, folder, {**base_manifest, "training": training})
+
+    def guides(self, tok: Any, user: UserSimulator, tasks: list[Task]) -> dict[str, Any]:
+        """Per task id, the trace of a conversation in which the cold-start teacher solved the task
+        with `user` (GRPO's `guide_failed_groups`); tasks the teacher did not solve have none. Played
+        once per customer and kept in `guides/<customer>.jsonl`: every seed's run reads the same."""
+        from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
+        from rl.coldstart.sft import build_traces, read_records
+        from rl.coldstart.teacher import TeacherPolicy
+
+        path = self.out / "guides" / f"{user.name}.jsonl"
+        if path.exists():
+            kept = read_records(path)
+        else:
+            teacher = TeacherPolicy(wordings=getattr(user, "wordings", None))
+            records = self.env.run(collect_real_tool_trajectories(
+                tasks, teacher, user, self.env.pool, self.env.cache, concurrency=16,
+                source=f"real_tools:teacher+{user.name}"))
+            kept, _ = filter_records(records, write_tool_names())
+            # two workers may play them at once: each writes its own file and renames it into place
+            write_jsonl(kept, path.with_name(f"{path.stem}.{os.getpid()}.jsonl")).replace(path)
+        out: dict[str, Any] = {}
+        for record in kept:
+            traces, _ = build_traces(tok, [self.view.record(record)], self.recipe.max_context)
+            if traces:
+                out[record["meta"]["task_id"]] = traces[0]
+        log.info("grpo.guides", customer=user.name, tasks=len(tasks), guides=len(out))
+        return out
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, model_name: str, tasks: list[Task]) -> dict[str, Any]:

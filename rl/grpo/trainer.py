@@ -43,23 +43,37 @@ samples no success for (haggling, plain address changes at temperature 1) gets n
 own and drifts with everyone else's, and the anchor holds what the cold start did there. Its
 gradient is small wherever the policy still agrees with the cold-start data (an NLL near 0), so it
 pulls only where the policy has moved away. Logged per step as `anchor_nll`.
+
+With `guide_failed_groups` and guides (per task id, a conversation of the cold-start teacher that
+solved the task with the same customer: rl/experiment/stages.py), a group whose rollouts all earned 0
+takes its task's guide as one more member with reward 1, before the advantages are taken: off-policy
+guidance as in LUFFY (Yan et al., 2025, "Learning to Reason under Off-Policy Guidance"), only where
+GRPO has no signal of its own. The guide gets the positive advantage and the group's sampled
+failures a negative one, so a kind whose sampled rollouts never succeed (haggling, plain address
+changes at temperature 1) is pulled toward what solves it and away from what the policy did instead;
+groups with any success are left as they are. The guide's behaviour log-probs are the policy's own
+before the step (`recompute_behaviour`, required), so its importance ratio starts at 1 and the PPO
+clip bounds how far a second mini-batch moves it. Its tokens were not sampled, so no constraint
+applies to them. Guides are not rollouts: the step's reward and dynamics are the sampled rollouts'
+alone, `guided_groups` counts the groups that took one (per kind: `guided_by_category`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
 import torch
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl.grpo.algorithm import (
@@ -121,7 +135,16 @@ class GRPOConfig(BaseModel):
     # the SFT loss on the cold-start data beside the GRPO loss (module doc); 0: off
     anchor_coef: float = Field(default=0.0, ge=0.0)
     anchor_batch: int = Field(default=16, ge=1)  # anchor conversations per optimizer step
+    # a group whose rollouts all earned 0 takes its task's teacher conversation as one more member
+    # with reward 1 (module doc); needs guides and `recompute_behaviour`
+    guide_failed_groups: bool = False
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _guides_need_recomputed_behaviour(self) -> GRPOConfig:
+        if self.guide_failed_groups and not self.recompute_behaviour:
+            raise ValueError("guide_failed_groups needs recompute_behaviour: a guide has no sampling log-probs")
+        return self
 
     @field_validator("loss_agg")
     @classmethod
@@ -142,11 +165,14 @@ class GRPOTrainer:
     def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[Any],
                  rollout: RolloutFn, config: GRPOConfig, out_dir: str | Path,
                  manifest: dict[str, Any] | None = None, task_id: Callable[[Any], str] = str,
-                 anchor: Sequence[Trace] = ()) -> None:
+                 anchor: Sequence[Trace] = (), guides: Mapping[str, Trace] | None = None) -> None:
         self.model, self.tok, self.tasks, self.rollout, self.cfg = model, tokenizer, list(tasks), rollout, config
         if config.anchor_coef and not anchor:
             raise ValueError("anchor_coef > 0 needs anchor conversations (the cold start's SFT data)")
+        if config.guide_failed_groups and not guides:
+            raise ValueError("guide_failed_groups needs guides (the teacher's conversations of the tasks)")
         self.anchor = list(anchor)
+        self.guides = dict(guides or {})
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.manifest = manifest or {}
@@ -202,8 +228,13 @@ class GRPOTrainer:
     def update(self, traces: list[Trace]) -> dict[str, Any]:
         """One policy update on a batch of rollouts; returns the step's metrics."""
         t0 = time.perf_counter()
-        adv = group_advantages([t.reward for t in traces], [t.group for t in traces], [t.excluded for t in traces])
         metrics = rollout_metrics(traces)
+        if self.cfg.guide_failed_groups:
+            guides = self._guides_for(traces)
+            metrics["guided_groups"] = len(guides)
+            metrics["guided_by_category"] = dict(Counter(str(g.info.get("category")) for g in guides))
+            traces = [*traces, *guides]
+        adv = group_advantages([t.reward for t in traces], [t.group for t in traces], [t.excluded for t in traces])
         valid = [i for i, t in enumerate(traces) if not t.excluded and t.n_generated > 0]
         keep = [i for i in valid if adv[i] != 0.0] if self.cfg.drop_uninformative_groups else valid
         # the rollouts mini-batches and loss weights are made of (module doc: `drop_keeps_scale`)
@@ -254,6 +285,21 @@ class GRPOTrainer:
             self.kl_coef = adapt_kl_coef(self.kl_coef, kl, self.cfg.kl_target, floor=self.cfg.kl_coef)
         return metrics
 
+    def _guides_for(self, traces: list[Trace]) -> list[Trace]:
+        """One guide per group whose valid rollouts all earned 0 and whose task has a guide (module doc)."""
+        members: dict[str, list[Trace]] = {}
+        for t in traces:
+            if not t.excluded and t.n_generated > 0:
+                members.setdefault(t.group, []).append(t)
+        out = []
+        for group, ts in sorted(members.items()):
+            guide = self.guides.get(ts[0].task_id)
+            if guide is None or any(t.reward != 0.0 for t in ts):
+                continue
+            out.append(dataclasses.replace(guide, task_id=ts[0].task_id, group=group, reward=1.0, excluded=False,
+                                           info={"guide": True, "category": ts[0].info.get("category")}))
+        return out
+
     @torch.no_grad()
     def _behaviour(self, traces: list[Trace], keep: list[int], metrics: dict[str, Any]) -> dict[int, torch.Tensor]:
         """The log-probs of the rollouts in `keep` under the policy before this step's update, taken
@@ -267,7 +313,9 @@ class GRPOTrainer:
                                 constrained=True):
             lp, _ = token_logprobs(self.model, mb, constrained=held, temperature=self.cfg.temperature)
             sampled = mb.old_held if held and mb.old_held is not None else mb.old_logp
-            gap = max(gap, float(((lp - sampled).abs() * mb.loss_mask).max()))
+            # a guide was not sampled: it has no sampling log-probs to compare
+            rows = torch.tensor([not traces[keep[i]].info.get("guide") for i in mb.index], dtype=torch.float32)
+            gap = max(gap, float(((lp - sampled).abs() * mb.loss_mask * rows[:, None]).max()))
             for r, i in enumerate(mb.index):
                 out[keep[i]] = lp[r, : len(traces[keep[i]])].clone()
         metrics["behaviour_gap_max"] = gap

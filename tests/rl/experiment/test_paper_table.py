@@ -17,11 +17,13 @@ GRPO_MODELS = ["mua_rl_s0", "mua_rl_s1", "no_cold_start_s0", "static_query_s0"]
 def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_path):
     # with noisy GRPO customers (rl/simulator/noisy.py) who keep their reasons to themselves half the
     # time (rl/simulator/scripted.py): the evaluations never have either; and
-    # with the anchor to the cold-start data (rl/grpo/trainer.py), which only runs from the cold start get
+    # with the anchor to the cold-start data and the teacher's guides (rl/grpo/trainer.py), which only
+    # runs from the cold start get
     smoke = get_recipe("smoke")
     recipe = smoke.model_copy(update={"grpo_customer_noise": 0.3, "grpo_quiet_reasons": 0.5,
                                       "cold_start_quiet_reasons": 0.5,
-                                      "grpo": smoke.grpo.model_copy(update={"anchor_coef": 0.5})})
+                                      "grpo": smoke.grpo.model_copy(update={"anchor_coef": 0.5,
+                                                                          "guide_failed_groups": True})})
     out = tmp_path / "paper"
     table = Experiment(recipe, out, server_url=test_dbs.server_url, data_dir=tau_data_dir,
                        command="muarl experiment paper-table --recipe smoke").run()
@@ -95,6 +97,14 @@ def test_smoke_pipeline_writes_the_table_contract(test_dbs, tau_data_dir, tmp_pa
         config = json.loads((out / "models" / model / "manifest.json").read_text())["training"]["config"]
         assert config["anchor_coef"] == (0.5 if anchored else 0.0)
         assert (step["anchor_nll"] > 0 and step["anchor_tokens"] > 0) if anchored else step["anchor_nll"] is None
+    # the teacher's guides, played once per customer of a run from the cold start
+    guides = [json.loads(x) for x in (out / "guides" / "scripted+quiet0.5+noise0.3.jsonl").read_text().splitlines()]
+    assert guides and all(g["meta"]["reward"] == 1.0 for g in guides)
+    config = json.loads((out / "models" / "mua_rl_s0" / "manifest.json").read_text())["training"]["config"]
+    assert config["guide_failed_groups"] is True
+    step = json.loads((out / "grpo" / "mua_rl_s0" / "metrics.jsonl").read_text().splitlines()[0])
+    assert step["guided_groups"] >= 0 and "guided_groups" not in json.loads(
+        (out / "grpo" / "no_cold_start_s0" / "metrics.jsonl").read_text().splitlines()[0])
     # why failed episodes failed, per row: every failed episode shows at least one cause
     failures = json.loads((out / "failures.json").read_text())
     assert set(failures) == set(on_disk["models"])

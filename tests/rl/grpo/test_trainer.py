@@ -306,3 +306,42 @@ def test_recomputed_behaviour_logprobs_make_the_update_independent_of_the_sample
     assert 0.0 < ma["behaviour_gap_max"] < 1e-3  # the sampler agreed with the trainer up to rounding
     (c, _), (d, _) = updated(traces, False, "c"), updated(nudged, False, "d")
     assert not torch.equal(c, d)
+
+
+def test_a_group_that_earned_nothing_takes_its_tasks_guide_and_learns_from_it(tiny_tok, tiny_model, tmp_path):
+    """Guidance (GRPOConfig.guide_failed_groups): a group whose rollouts all earned 0 takes its task's
+    guide as one more member with reward 1, so GRPO learns where it had no signal; a group with a
+    success, or a task without a guide, is left alone, and the step's reward is the rollouts' own."""
+    import copy
+
+    from rl.grpo.logprobs import nll_loss
+
+    torch.manual_seed(3)
+    rollout = toy_rollout_fn(tiny_tok)
+    traces = rollout(tiny_model, list(range(3)), 4, 0)
+    for i, t in enumerate(traces):  # task 0: all wrong; task 1: one success; task 2: all wrong, no guide
+        t.reward = float(t.group == "1" and i % 4 == 0)
+        t.info["category"] = f"kind{t.group}"
+    guide = _anchor_traces(tiny_tok)[0]
+    cfg = GRPOConfig(steps=1, tasks_per_step=3, group_size=4, lr=1e-2, drop_uninformative_groups=True,
+                     guide_failed_groups=True)
+    model = copy.deepcopy(tiny_model)
+    start, _, _ = nll_loss(model, [guide], 4096, tiny_tok.pad_token_id, backward=False)
+    trainer = GRPOTrainer(model, tiny_tok, list(range(3)), rollout, cfg, tmp_path / "guided", guides={"0": guide})
+    m = trainer.update(traces)
+    assert m["guided_groups"] == 1 and m["guided_by_category"] == {"kind0": 1}
+    assert m["reward_mean"] == pytest.approx(1 / 12)  # the guide is not a rollout
+    assert m["update_rollouts"] == 4 + 1 + 4  # group 1, and group 0 with its guide; group 2 is dropped
+    assert m["behaviour_gap_max"] < 1e-4  # the guide has no sampling log-probs to compare
+    end, _, _ = nll_loss(model, [guide], 4096, tiny_tok.pad_token_id, backward=False)
+    assert end < start, (start, end)
+    trainer.guides["1"] = guide
+    assert trainer._guides_for(traces[4:8]) == []  # a group with a success takes no guide
+
+
+def test_guidance_without_guides_or_recomputed_behaviour_is_refused(tiny_tok, tiny_model, tmp_path):
+    with pytest.raises(ValueError, match="needs guides"):
+        GRPOTrainer(tiny_model, tiny_tok, [0], toy_rollout_fn(tiny_tok), GRPOConfig(guide_failed_groups=True),
+                    tmp_path)
+    with pytest.raises(ValueError, match="recompute_behaviour"):
+        GRPOConfig(guide_failed_groups=True, recompute_behaviour=False)
