@@ -33,6 +33,7 @@ from rl.tasks.schema import Task
 
 if TYPE_CHECKING:
     from rl.grpo.rollout import EpisodeRollout
+    from rl.grpo.trace import Trace
     from rl.simulator.base import UserSimulator
 
 log = structlog.get_logger(__name__)
@@ -75,25 +76,33 @@ class Stages:
         kept_path = result_marker(self.out, "cold_start_data")
         if kept_path.exists():
             return kept_path
-        from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
-        from rl.coldstart.teacher import TeacherPolicy
+        from rl.coldstart.data import write_jsonl
         from rl.simulator.base import make_user
 
         customer = self.recipe.train_customer
         self.report.stage(f"cold-start data (teacher x {customer} customer)", None)
         user = make_user(customer, quiet_reasons=self.recipe.cold_start_quiet_reasons)
-        teacher = TeacherPolicy(corrections=self.recipe.cold_start_corrections,
-                                wordings=getattr(user, "wordings", None))
-        records = self.env.run(collect_real_tool_trajectories(
-            tasks, teacher, user, self.env.pool, self.env.cache,
-            concurrency=16, source=f"real_tools:teacher+{user.name}"))
-        kept, why = filter_records(records, write_tool_names())
+        records, kept, why = self._teacher_plays(tasks, user, corrections=self.recipe.cold_start_corrections)
         write_jsonl(records, folder / "raw.jsonl")
         (folder / "stats.json").write_text(json.dumps({"episodes": len(records), "kept": len(kept),
                                                        "rejected_because": dict(why)}, indent=1))
         if not kept:
             raise RuntimeError(f"no cold-start trajectory passed the filter: {dict(why)}")
         return write_jsonl(kept, kept_path)
+
+    def _teacher_plays(self, tasks: list[Task], user: UserSimulator, corrections: float = 0.0) -> tuple[
+            list[dict[str, Any]], list[dict[str, Any]], Any]:
+        """The cold-start teacher plays every task once with `user`: every record, the ones fit for
+        training (rl/coldstart/data.py `filter_records`) and why the others were not."""
+        from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_tool_names
+        from rl.coldstart.teacher import TeacherPolicy
+
+        teacher = TeacherPolicy(corrections=corrections, wordings=getattr(user, "wordings", None))
+        records = self.env.run(collect_real_tool_trajectories(
+            tasks, teacher, user, self.env.pool, self.env.cache,
+            concurrency=16, source=f"real_tools:teacher+{user.name}"))
+        kept, why = filter_records(records, write_tool_names())
+        return records, kept, why
 
     def _sft_records(self) -> list[dict[str, Any]]:
         from rl.coldstart.augment import sft_training_records
@@ -194,14 +203,13 @@ class Stages:
                 from rl.coldstart.sft import build_traces
 
                 anchor, _ = build_traces(tok, self._sft_records(), r.sft.max_tokens)
-        guides: dict[str, Any] = {}
+        guides: dict[str, Trace] = {}
         if config.guide_failed_groups:  # like the anchor: the teacher's conversations guide the cold start only
-            if init != "cold_start":
-                config = config.model_copy(update={"guide_failed_groups": False})
-            else:
+            if init == "cold_start":
                 guides = self.guides(tok, user, tasks)
-            if not guides:  # the teacher solved none of them with this customer: nothing to guide with
-                log.warning("grpo.no_guides", row=row, customer=user.name)
+                if not guides:  # the teacher solved none of them with this customer: nothing to guide with
+                    log.warning("grpo.no_guides", row=row, customer=user.name)
+            if not guides:
                 config = config.model_copy(update={"guide_failed_groups": False})
         trainer = GRPOTrainer(model, tok, tasks, episodes(user, greedy=False), config, run_dir,
                               manifest={**manifest, "parent": init, "user": user.name}, anchor=anchor,
@@ -231,26 +239,21 @@ class Stages:
                                      "scores": {str(x["step"]): x["reward"] for x in selector.records()}}
         return save_model_folder(model, tok, folder, {**base_manifest, "training": training})
 
-    def guides(self, tok: Any, user: UserSimulator, tasks: list[Task]) -> dict[str, Any]:
+    def guides(self, tok: Any, user: UserSimulator, tasks: list[Task]) -> dict[str, Trace]:
         """Per task id, the trace of a conversation in which the cold-start teacher solved the task
         with `user` (GRPO's `guide_failed_groups`); tasks the teacher did not solve have none. Played
         once per customer and kept in `guides/<customer>.jsonl`: every seed's run reads the same."""
-        from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_jsonl, write_tool_names
+        from rl.coldstart.data import write_jsonl
         from rl.coldstart.sft import build_traces, read_records
-        from rl.coldstart.teacher import TeacherPolicy
 
         path = self.out / "guides" / f"{user.name}.jsonl"
         if path.exists():
             kept = read_records(path)
         else:
-            teacher = TeacherPolicy(wordings=getattr(user, "wordings", None))
-            records = self.env.run(collect_real_tool_trajectories(
-                tasks, teacher, user, self.env.pool, self.env.cache, concurrency=16,
-                source=f"real_tools:teacher+{user.name}"))
-            kept, _ = filter_records(records, write_tool_names())
+            _, kept, _ = self._teacher_plays(tasks, user)
             # two workers may play them at once: each writes its own file and renames it into place
             write_jsonl(kept, path.with_name(f"{path.stem}.{os.getpid()}.jsonl")).replace(path)
-        out: dict[str, Any] = {}
+        out: dict[str, Trace] = {}
         for record in kept:
             traces, _ = build_traces(tok, [self.view.record(record)], self.recipe.max_context)
             if traces:
