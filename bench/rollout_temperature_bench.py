@@ -7,10 +7,12 @@ greedy) and change few greedy decisions, which are what pass^1 measures. This be
 task set of a paper-table folder (never dev or test tasks) with the training customer: `--per-kind`
 tasks of each kind, G = `--trials` samples per task at each temperature (and one greedy episode),
 and prints per temperature the mean reward, the groups that carry a GRPO signal (0 < successes < G)
-and the mean reward per kind.
+and the mean reward per kind. `--kinds` keeps some kinds only; `--episodes DIR` writes each
+temperature's episodes to DIR/<temperature>/episodes.jsonl, to read why samples fail.
 
 Usage: .venv/bin/python bench/rollout_temperature_bench.py --out DIR [--model cold_start]
-       [--temperatures greedy,1.0,0.7,0.5] [--per-kind 4] [--trials 8] [--database-url URL] [--threads 1] [--json]
+       [--temperatures greedy,1.0,0.7,0.5] [--per-kind 4] [--trials 8] [--kinds K1,K2] [--episodes DIR]
+       [--database-url URL] [--threads 1] [--json]
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 
 
 def measure(out: Path, model_name: str, temperatures: list[str], per_kind: int, trials: int,
-            database_url: str | None, customer: str | None = None, threads: int = 1) -> list[dict[str, Any]]:
+            database_url: str | None, customer: str | None = None, threads: int = 1,
+            kinds: list[str] | None = None, episodes: Path | None = None) -> list[dict[str, Any]]:
     import torch
 
     from rl.env.episode import EpisodeLimits
@@ -44,7 +47,10 @@ def measure(out: Path, model_name: str, temperatures: list[str], per_kind: int, 
     by_kind: dict[str, list[Any]] = defaultdict(list)
     for t in load_tasks(out / "tasks" / "rl.json"):
         by_kind[task_kind(t) or "other"].append(t)
-    tasks = [t for k in sorted(by_kind) for t in by_kind[k][:per_kind]]
+    unknown = sorted(set(kinds or ()) - set(by_kind))
+    if unknown:
+        raise SystemExit(f"no RL task of kind {unknown}; the RL set has {sorted(by_kind)}")
+    tasks = [t for k in sorted(by_kind) if not kinds or k in kinds for t in by_kind[k][:per_kind]]
     torch.set_num_threads(threads)
     rows = []
     with ExperimentEnv(database_url, resolve_store(recipe.store, None), recipe.store, 4,
@@ -61,7 +67,8 @@ def measure(out: Path, model_name: str, temperatures: list[str], per_kind: int, 
             result = env.run(evaluate(
                 tasks, LocalAgentPolicy(engine, model_name=model_name), make_user(customer), trials=n,
                 concurrency=32, seed=3, server_url=env.server_url, limits=EpisodeLimits(max_turns=recipe.max_turns),
-                snapshots={recipe.store: env.snapshot}, max_sandboxes=24))
+                snapshots={recipe.store: env.snapshot}, max_sandboxes=24,
+                out_dir=episodes / temp if episodes else None))
             wins: dict[str, list[float]] = defaultdict(list)
             for tr in result.trajectories:
                 if tr.excluded is None:
@@ -86,12 +93,14 @@ def main() -> None:
     ap.add_argument("--per-kind", type=int, default=4)
     ap.add_argument("--trials", type=int, default=8, help="samples per task (the GRPO group size)")
     ap.add_argument("--customer", default=None, help="default: the recipe's training customer")
+    ap.add_argument("--kinds", default=None, help="comma-separated task kinds (default: every kind of the RL set)")
+    ap.add_argument("--episodes", type=Path, default=None, help="write each temperature's episodes under this folder")
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the experiment's own use the rest)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     rows = measure(a.out, a.model, a.temperatures.split(","), a.per_kind, a.trials, a.database_url, a.customer,
-                   a.threads)
+                   a.threads, a.kinds.split(",") if a.kinds else None, a.episodes)
     if a.json:
         print(json.dumps(rows, indent=1))
         return
