@@ -15,6 +15,7 @@ from typing import Any
 
 from rl.tasks.phrasing import (
     address_text,
+    item_terms,
     item_text,
     items_text,
     options_text,
@@ -209,7 +210,8 @@ def _swap_goal(kind: str, store: Store, uid: str, rng: random.Random, used: Used
             gid, kind, o, f"I want to {verb} an item in {{order}}.", Action(name=tool, arguments=args), lookups,
             {"items": f"I'd like to {verb} " + "; and ".join(early) + ".",
              "payment": f"Use {pay} for any price difference."},
-            [], rng, late=(f"Oh, one more: I'd also like to {verb} {extra}." if extra else None),
+            item_terms([old for old, _ in swaps]), rng,
+            late=(f"Oh, one more: I'd also like to {verb} {extra}." if extra else None),
             stated_action=stated)
     return None
 
@@ -249,7 +251,7 @@ def return_items(store: Store, uid: str, rng: random.Random, used: Used, gid: st
         [Action(name="get_user_details", arguments={"user_id": uid})],
         {"items": f"I want to return {items_text(early)}.",
          "payment": f"Please refund {store.pay_text(uid, pm_id)}."},
-        payment_terms(store.pm(uid, pm_id)), rng,
+        [*item_terms(items), *payment_terms(store.pm(uid, pm_id))], rng,
         late=(f"Oh, and I also want to return {item_text(items[-1])}." if late else None), stated_action=stated)
 
 

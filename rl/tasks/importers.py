@@ -21,7 +21,7 @@ from typing import Any
 
 from rl.tasks import goals as G
 from rl.tasks.build import assemble
-from rl.tasks.phrasing import address_text, item_text, items_text, options_text, order_ref, payment_terms
+from rl.tasks.phrasing import address_text, item_terms, item_text, items_text, options_text, order_ref, payment_terms
 from rl.tasks.schema import Action, Customer, Goal, Task
 from rl.tasks.tools_meta import IDENTITY_TOOLS, TOOL_KIND, WRITE_TOOLS
 
@@ -88,6 +88,7 @@ def goal_for_write(store: G.Store, uid: str, action: Action, lookups: list[Actio
     if "item_ids" in a and order is not None:
         by_id = {i["item_id"]: i for i in order["items"]}
         old = [by_id.get(i, {"name": f"item {i}", "options": {}}) for i in a["item_ids"]]
+        terms += item_terms([by_id[i] for i in a["item_ids"] if i in by_id])
         if "new_item_ids" in a:
             verb = "exchange" if kind == "exchange" else "change"
             wishes = [f"{item_text(o)} for the one with {options_text(_new_item(store, order, i, n)['options'])}"

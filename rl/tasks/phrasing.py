@@ -68,6 +68,12 @@ def payment_text(pm: dict[str, Any], n_gift_cards: int = 1) -> str:
     return f"payment method {pm.get('id')}"
 
 
+def item_terms(items: list[dict[str, Any]]) -> list[str]:
+    """Words that identify the items of a return or a swap in an agent's proposal: their product
+    names. A customer who asked to return the kettle says no to returning the dumbbells."""
+    return list(dict.fromkeys(str(i["name"]) for i in items))
+
+
 def payment_terms(pm: dict[str, Any]) -> list[str]:
     """Words that identify a payment method in an agent's proposal."""
     source = pm.get("source")

@@ -315,6 +315,22 @@ def test_refusing_its_own_goal_stated_in_full_is_a_simulator_contradiction():
     assert reply.startswith("No, that's not what I want.") and not done
 
 
+def test_says_no_to_a_return_of_another_item_of_the_order():
+    # the generator puts the items' names among a return's terms: the right order and payment method
+    # with another item is not what the customer asked for, and a yes to it would let a write of the
+    # wrong items (or a garbled description before the right ones) pass the consent rule
+    c = Convo(task_of(return_goal(confirm_terms=["#W100", "Headphones", "8906"])))
+    c.start()
+    c.authenticate()
+    looked_up(c)
+    other = RETURN_TEXT.replace("the Headphones (color: black, style: in-ear, connectivity: wired, noise "
+                                "cancelling: no)", "the Yoga Mat (thickness: 3 mm, color: black)")
+    reply, done = c.say(other)
+    assert reply.startswith("No, that's not what I want.") and not done
+    reply, done = c.say(RETURN_TEXT)
+    assert reply.lower().startswith("yes") and not done
+
+
 def test_a_confirmation_shift_fires_only_on_the_customers_own_request():
     # asked for a new address, offered a cancellation: "no", not a change of mind into the cancellation
     shift = GoalShift(trigger="confirmation", say="Hold on, forget that. Please cancel it instead.")

@@ -53,6 +53,18 @@ def test_every_category_and_variant_is_generated(generated_tasks):
         assert f"kind:{kind}" in tags
 
 
+def test_proposals_of_returns_and_swaps_must_name_their_items(generated_tasks, tau_retail):
+    # a customer who asked to return the kettle says no to returning the dumbbells: the items'
+    # product names are among the terms a proposal must mention (rl/simulator/scripted.py)
+    goals = [g for t in generated_tasks for g in t.script.goals
+             if g.outcome == "act" and g.kind in ("return", "exchange", "modify_items")]
+    assert {g.kind for g in goals} == {"return", "exchange", "modify_items"}
+    for g in goals:
+        items = {i["item_id"]: i for i in tau_retail["orders"][g.order_id]["items"]}
+        names = {items[i]["name"] for i in g.action.arguments["item_ids"]}
+        assert names <= set(g.confirm_terms), (g.kind, names, g.confirm_terms)
+
+
 def test_goal_shift_tasks_abandon_the_first_intent(generated_tasks):
     shifts = [t for t in generated_tasks if "goal_shift" in t.tags]
     assert shifts
