@@ -111,6 +111,11 @@ class ExperimentRecipe(BaseModel):
     # Share of cold-start tasks the teacher plays with a wrong first proposal that the customer
     # corrects before the right one (rl/coldstart/teacher.py); the wrong proposal is outside the loss.
     cold_start_corrections: float = Field(default=0.0, ge=0.0, le=1.0)
+    # Whether the teacher's proposals name items with their options ("the Backpack (color: black,
+    # size: medium)") or by product alone ("the Backpack"). The compact view shows an order's items
+    # by id and name only, so a student cannot copy options it was never shown: it invents them, and
+    # with them the product ("the Dumbbell Set" for every return; bench/results/README.md, session 36).
+    teacher_item_options: bool = True
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072

@@ -97,7 +97,8 @@ class Stages:
         from rl.coldstart.data import collect_real_tool_trajectories, filter_records, write_tool_names
         from rl.coldstart.teacher import TeacherPolicy
 
-        teacher = TeacherPolicy(corrections=corrections, wordings=getattr(user, "wordings", None))
+        teacher = TeacherPolicy(corrections=corrections, wordings=getattr(user, "wordings", None),
+                                item_options=self.recipe.teacher_item_options)
         records = self.env.run(collect_real_tool_trajectories(
             tasks, teacher, user, self.env.pool, self.env.cache,
             concurrency=16, source=f"real_tools:teacher+{user.name}"))

@@ -63,8 +63,9 @@ def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
 
 
 class OracleSession:
-    def __init__(self, task: Task, *, hasty: bool = False, static: bool = False) -> None:
+    def __init__(self, task: Task, *, hasty: bool = False, static: bool = False, item_options: bool = True) -> None:
         self.task = task
+        self.item_options = item_options  # proposals name items with their options (rl/policies/wording.py)
         self.hasty = hasty
         self.static = static
         self.name = "hasty" if hasty else "oracle"
@@ -211,7 +212,7 @@ class OracleSession:
     def _propose(self, g: Goal, messages: list[Message]) -> Message:
         self.phase = "proposed"
         assert g.action is not None
-        return text_message(W.proposal(g.action, messages))
+        return text_message(W.proposal(g.action, messages, self.item_options))
 
 
 def _call_name(messages: list[Message], call_id: Any) -> str | None:

@@ -42,8 +42,13 @@ def _records(messages: list[Message]) -> tuple[dict[str, dict], dict[str, dict]]
     return items, pms
 
 
-def _items(ids: list[str], items: dict[str, dict]) -> str:
-    return items_text([items.get(i, {"name": f"item {i}", "options": {}}) for i in ids]) if ids else "no items"
+def _items(ids: list[str], items: dict[str, dict], options: bool = True) -> str:
+    """The items `ids` as a proposal names them: 'the Water Bottle (capacity: 1000ml, color: blue)', or
+    'the Water Bottle' without `options`."""
+    known = [items.get(i, {"name": f"item {i}", "options": {}}) for i in ids]
+    if not options:
+        known = [{**i, "options": {}} for i in known]
+    return items_text(known) if ids else "no items"
 
 
 def _pay(pm_id: str, pms: dict[str, dict]) -> str:
@@ -58,7 +63,10 @@ def _pay(pm_id: str, pms: dict[str, dict]) -> str:
 REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (bench/reason_probe.py)
 
 
-def describe(action: Action, messages: list[Message]) -> str:
+def describe(action: Action, messages: list[Message], item_options: bool = True) -> str:
+    """`action` in words, from the records `messages` showed. Without `item_options`, items are named
+    by their product alone: a view that shows an order's items by name only (the compact view) gives
+    a model nothing to copy their options from."""
     items, pms = _records(messages)
     a = action.arguments
     ref = order_ref(str(a.get("order_id", "")))
@@ -72,9 +80,10 @@ def describe(action: Action, messages: list[Message]) -> str:
     if n == "modify_user_address":
         return f"update your default address to {address_text(a)}"
     pay = _pay(str(a.get("payment_method_id")), pms)
-    old = _items(list(a.get("item_ids", [])), items)
+    old = _items(list(a.get("item_ids", [])), items, item_options)
     if n == "return_delivered_order_items":
         return f"return {old} from order {ref}, with the refund going to {pay}"
+    # the new variants differ from the old items only in their options: those are always named
     new = _items(list(a.get("new_item_ids", [])), items)
     if n == "modify_pending_order_items":
         return f"modify order {ref}: swap {old} for {new}, settling any price difference with {pay}"
@@ -83,10 +92,10 @@ def describe(action: Action, messages: list[Message]) -> str:
     return f"run {n} with {json.dumps(a)}"
 
 
-def proposal(action: Action, messages: list[Message]) -> str:
+def proposal(action: Action, messages: list[Message], item_options: bool = True) -> str:
     """The request for the customer's yes before `action` (the cold-start teacher's wrong proposals
     say the same, so that only the action differs)."""
-    return f"To confirm, I will {describe(action, messages)}. Do you confirm (yes/no)?"
+    return f"To confirm, I will {describe(action, messages, item_options)}. Do you confirm (yes/no)?"
 
 
 def refusal(goal: Goal, messages: list[Message]) -> str:

@@ -91,3 +91,32 @@ async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_los
     drawn = [some.session(t, 0).wrong_first for t in tasks]
     assert drawn == [some.session(t, 5).wrong_first for t in tasks]  # per task, not per trial
     assert 0 < sum(drawn) < len(tasks)
+
+
+async def test_without_item_options_the_teacher_names_items_by_product_and_every_task_passes(test_dbs, tau_retail):
+    # for a student whose view shows an order's items by id and name only: nothing to invent
+    kinds = ["return", "haggle_cancel", "exchange", "multi_cancel_return", "late_return"]
+    tasks = generate_tasks(tau_retail, 15, 5, snapshot="tau-retail", categories=kinds)
+    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_names")
+    try:
+        async with SandboxPool(snap, size=4) as pool:
+            cache = GoldStateCache()
+            full = await collect_real_tool_trajectories(tasks, TeacherPolicy(), VariedCustomer(), pool, cache)
+            named = await collect_real_tool_trajectories(tasks, TeacherPolicy(item_options=False), VariedCustomer(),
+                                                         pool, cache)
+    finally:
+        await drop_snapshot(snap)
+    for records in (full, named):
+        kept, why = filter_records(records, write_tool_names())
+        assert len(kept) == len(records) == len(tasks), why
+
+    def return_proposals(records):
+        return [m["content"] for r in records for m in r["messages"]
+                if m["role"] == "assistant" and is_proposal(m) and " return the " in m["content"]]
+
+    assert return_proposals(full) and all("(" in p.split(" from order")[0] for p in return_proposals(full))
+    assert return_proposals(named) and not any("(" in p.split(" from order")[0] for p in return_proposals(named))
+    # exchanges still name the new variant's options: they are all that tells it from the old item
+    swaps = [m["content"] for r in named for m in r["messages"]
+             if m["role"] == "assistant" and is_proposal(m) and " exchange the " in m["content"]]
+    assert swaps and all(" for the " in p and "(" in p.split(" for the ", 1)[1] for p in swaps)
