@@ -79,7 +79,6 @@ class TeacherSession:
     def __init__(self, task: Task, *, wrong_first: bool = False, wordings: Wordings = varied_wordings,
                  item_options: bool = True) -> None:
         self.oracle = OracleSession(task, item_options=item_options)
-        self.item_options = item_options
         self.wordings = wordings
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
@@ -113,7 +112,7 @@ class TeacherSession:
             return msg
         self.wrong_first = False
         self.held = msg
-        return text_message(proposal(wrong, messages, self.item_options))
+        return text_message(proposal(wrong, messages, self.oracle.item_options))
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""

@@ -21,20 +21,25 @@ def _questions(record) -> list[str]:
     return [m["content"] for m in record["messages"] if m["role"] == "assistant" and m.get("content") in asked]
 
 
+async def _play(test_dbs, tau_retail, tasks, name: str, *players) -> list[list[dict]]:
+    """The records of each (teacher, customer) pair playing `tasks` once, on one fresh snapshot."""
+    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_{name}")
+    try:
+        async with SandboxPool(snap, size=4) as pool:
+            cache = GoldStateCache()
+            return [await collect_real_tool_trajectories(tasks, teacher, customer, pool, cache)
+                    for teacher, customer in players]
+    finally:
+        await drop_snapshot(snap)
+
+
 async def test_the_teacher_asks_the_same_questions_of_either_training_customer(test_dbs, tau_retail):
     kinds = ["cancel", "modify_address", "return", "info_status", "shift_modify_address_cancel", "haggle_cancel",
              "multi_cancel_return", "exchange"]
     tasks = generate_tasks(tau_retail, 24, 5, snapshot="tau-retail", categories=kinds)
-    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_snap")
-    try:
-        async with SandboxPool(snap, size=4) as pool:
-            cache = GoldStateCache()
-            plain = await collect_real_tool_trajectories(tasks, TeacherPolicy(), ScriptedCustomer(), pool, cache)
-            varied = await collect_real_tool_trajectories(tasks, TeacherPolicy(), VariedCustomer(), pool, cache)
-            wide = await collect_real_tool_trajectories(tasks, TeacherPolicy(wordings=WideCustomer.wordings),
-                                                        WideCustomer(), pool, cache)
-    finally:
-        await drop_snapshot(snap)
+    plain, varied, wide = await _play(test_dbs, tau_retail, tasks, "teacher_snap",
+                                      (TeacherPolicy(), ScriptedCustomer()), (TeacherPolicy(), VariedCustomer()),
+                                      (TeacherPolicy(wordings=WideCustomer.wordings), WideCustomer()))
     by_task = {r["meta"]["task_id"]: r for r in plain}
     assert len(varied) == len(wide) == len(plain) == len(tasks)
     for records in (varied, wide):
@@ -56,13 +61,8 @@ async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_los
     customer refuses the other cancellation reason without its own, and the teacher still switches."""
     kinds = ["cancel", "modify_address", "return", "multi_cancel_cancel"]
     tasks = generate_tasks(tau_retail, 12, 3, snapshot="tau-retail", categories=kinds)
-    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_fix")
-    try:
-        async with SandboxPool(snap, size=4) as pool:
-            records = await collect_real_tool_trajectories(tasks, TeacherPolicy(corrections=1.0),
-                                                           VariedCustomer(quiet_reasons=quiet), pool, GoldStateCache())
-    finally:
-        await drop_snapshot(snap)
+    [records] = await _play(test_dbs, tau_retail, tasks, "teacher_fix",
+                            (TeacherPolicy(corrections=1.0), VariedCustomer(quiet_reasons=quiet)))
     kept, why = filter_records(records, write_tool_names())
     assert len(kept) == len(records), why
     reason_refusals = 0
@@ -97,15 +97,8 @@ async def test_without_item_options_the_teacher_names_items_by_product_and_every
     # for a student whose view shows an order's items by id and name only: nothing to invent
     kinds = ["return", "haggle_cancel", "exchange", "multi_cancel_return", "late_return"]
     tasks = generate_tasks(tau_retail, 15, 5, snapshot="tau-retail", categories=kinds)
-    snap = await create_snapshot(test_dbs.server_url, tau_retail, name=f"{test_dbs.prefix}_teacher_names")
-    try:
-        async with SandboxPool(snap, size=4) as pool:
-            cache = GoldStateCache()
-            full = await collect_real_tool_trajectories(tasks, TeacherPolicy(), VariedCustomer(), pool, cache)
-            named = await collect_real_tool_trajectories(tasks, TeacherPolicy(item_options=False), VariedCustomer(),
-                                                         pool, cache)
-    finally:
-        await drop_snapshot(snap)
+    full, named = await _play(test_dbs, tau_retail, tasks, "teacher_names", (TeacherPolicy(), VariedCustomer()),
+                              (TeacherPolicy(item_options=False), VariedCustomer()))
     for records in (full, named):
         kept, why = filter_records(records, write_tool_names())
         assert len(kept) == len(records) == len(tasks), why
