@@ -12,7 +12,11 @@ name a token, not to copy a 10-digit id digit by digit (the entity anonymisation
 reading-comprehension models; tools and customers still see real ids). With `places`, known street
 and city names ("Hillcrest Road", "Salt Lake City") are references too, so a confirmation that names
 a new address copies the street the customer gave instead of spelling one from its prior (free text
-is held to shown references). With `spaced_values`,
+is held to shown references). With `item_refs`, an item an order or product lookup showed is named in
+the agent's free text by its reference alone: the view shows "the Electric Kettle (item 1234567890)"
+as "the <num_3>" and expands the model's `<num_3>` into it, so naming the item a customer means is
+the same choice of reference the call makes, not a product name spelled from the model's prior.
+With `spaced_values`,
 free-text call arguments are shown with one leading space, so a byte-level BPE gives the customer's
 words and the agent's argument the same tokens and writing a reason is a copy, not a translation.
 How each choice was measured is in bench/results/README.md."""
@@ -49,6 +53,16 @@ REF_PARAMS: dict[str, str] = {"order_id": "order", "user_id": "user", "payment_m
 # what the customer said (rl/chat/call_grammar.py).
 SAID_PARAMS: tuple[str, ...] = ("address1", "address2", "city", "state", "country", "first_name", "last_name")
 REF_PATTERN = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")  # a reference token: kind, number
+# an item as free text names it under `item_refs` (the teacher writes it, the view collapses it)
+ITEM_MENTION = "{name} (item {item_id})"
+_CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)  # a call: its ids stay bare
+
+
+def item_mention(name: str, item_id: str) -> str:
+    """How free text names an item under `item_refs`: 'Electric Kettle (item 1234567890)'."""
+    return ITEM_MENTION.format(name=name, item_id=item_id)
+
+
 _WORD = re.compile(
     r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
     r"|(?P<order>#W\d{4,})"
@@ -78,8 +92,10 @@ class RefTable:
     as reading-comprehension models trained on anonymised entities permute the markers per example."""
 
     def __init__(self, names: frozenset[str], seed: str | None = None,
-                 places: frozenset[str] = frozenset()) -> None:
+                 places: frozenset[str] = frozenset(), item_refs: bool = False) -> None:
         self.names = names
+        # item id -> product name, from the lookups shown so far (with `item_refs`; None without)
+        self.items: dict[str, str] | None = {} if item_refs else None
         self.words = _words(places)
         self.values: dict[str, dict[int, str]] = {k: {} for k in REF_KINDS}
         self.index: dict[str, str] = {}
@@ -100,7 +116,11 @@ class RefTable:
         return ref
 
     def show(self, text: str) -> str:
-        """`text` as the model reads it: identifiers and known names replaced by references."""
+        """`text` as the model reads it: identifiers and known names replaced by references (and,
+        with item names known, each item mention by its item's reference)."""
+        if self.items is not None:
+            text = self._items_shown(text)
+
         def ref(m: re.Match[str]) -> str:
             kind, word = m.lastgroup or "", m.group(0)
             if kind == "name" and word not in self.names:
@@ -109,16 +129,43 @@ class RefTable:
 
         return self.words.sub(ref, text)
 
+    def _items_shown(self, text: str) -> str:
+        """`text` with the item names of a lookup it holds learned, and with every mention of a known
+        item replaced by the item's reference."""
+        assert self.items is not None
+        if text.startswith("{"):
+            self.items.update(_item_names(text))
+        if " (item " in text:
+            for item_id, name in self.items.items():
+                mention = item_mention(name, item_id)
+                if mention in text:
+                    text = text.replace(mention, self._ref("num", item_id))
+        return text
+
     def shown(self) -> frozenset[str]:
         """The reference tokens this conversation has shown so far."""
         return frozenset(f"<{kind}_{n}>" for kind, values in self.values.items() for n in values)
 
     def expand(self, text: str) -> str:
-        """What the model wrote, with each reference it was shown replaced by its value."""
+        """What the model wrote, with each reference it was shown replaced by its value; with
+        `item_refs`, a known item's reference in free text (outside tool calls) by its mention."""
         def value(m: re.Match[str]) -> str:
             return self.values[m.group(1)].get(int(m.group(2)), m.group(0))
 
-        return REF_PATTERN.sub(value, text)
+        if not self.items:
+            return REF_PATTERN.sub(value, text)
+        items = self.items
+
+        def mention(m: re.Match[str]) -> str:
+            v = value(m)
+            return item_mention(items[v], v) if m.group(1) == "num" and v in items else v
+
+        out, at = [], 0
+        for call in _CALL_BLOCK.finditer(text):
+            out += [REF_PATTERN.sub(mention, text[at:call.start()]), REF_PATTERN.sub(value, call.group(0))]
+            at = call.end()
+        out.append(REF_PATTERN.sub(mention, text[at:]))
+        return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -142,6 +189,8 @@ class ChatView:
     # with constrain_calls and refs: no call of a tool that needs an identified customer until an
     # identity tool has shown the customer's id (rl/chat/call_grammar.py `for_shown`)
     identified_calls: bool = False
+    # with refs: an item a lookup showed is named in free text by its reference (`RefTable` above)
+    item_refs: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -164,7 +213,8 @@ class ChatView:
         conversation and seeds shuffled reference numbers."""
         if not self.refs:
             return None
-        return RefTable(self.names, seed=key if self.shuffle_refs else None, places=self.places)
+        return RefTable(self.names, seed=key if self.shuffle_refs else None, places=self.places,
+                        item_refs=self.item_refs)
 
     @property
     def ref_params(self) -> dict[str, str]:
@@ -235,7 +285,7 @@ class ChatView:
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
                 "copy_said_numbers": self.copy_said_numbers, "identified_calls": self.identified_calls,
-                "system_prompt": self.system_prompt}
+                "item_refs": self.item_refs, "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -253,7 +303,29 @@ class ChatView:
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
                    copy_said_numbers=bool(view.get("copy_said_numbers")),
                    identified_calls=bool(view.get("identified_calls")),
-                   system_prompt=view.get("system_prompt"))
+                   item_refs=bool(view.get("item_refs")), system_prompt=view.get("system_prompt"))
+
+
+def _item_names(text: str) -> dict[str, str]:
+    """item id -> product name from a lookup's result as the model is shown it: an order's items
+    (`item_id`, `name`), a product's variants (full view) or available items (compact view)."""
+    try:
+        rec = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(rec, dict):
+        return {}
+    found: dict[str, str] = {}
+    for item in rec.get("items") if isinstance(rec.get("items"), list) else []:
+        if isinstance(item, dict) and item.get("item_id") and item.get("name"):
+            found[str(item["item_id"])] = str(item["name"])
+    name = rec.get("name")
+    if isinstance(name, str) and name and "product_id" in rec:
+        variants = rec.get("variants") if isinstance(rec.get("variants"), dict) else {}
+        available = rec.get("available") if isinstance(rec.get("available"), list) else []
+        for item_id in [*variants, *available]:
+            found[str(item_id)] = name
+    return found
 
 
 def _conversation_key(messages: list[dict[str, Any]]) -> str:

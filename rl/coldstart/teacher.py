@@ -56,12 +56,14 @@ class TeacherPolicy:
     model = "teacher"
 
     def __init__(self, *, corrections: float = 0.0, wordings: Wordings | None = None,
-                 item_options: bool = True) -> None:
+                 item_options: bool = True, item_refs: bool = False) -> None:
         if not 0.0 <= corrections <= 1.0:
             raise ValueError(f"corrections is a share of conversations in 0..1, not {corrections}")
         self.corrections = corrections
         # proposals name items with their options; off for a student whose view shows items by name
         self.item_options = item_options
+        # ... or by product and item id, which a view with `item_refs` shows as the item's reference
+        self.item_refs = item_refs
         # every wording of a training sentence the customer may use (None: the varied customer's)
         self.wordings = wordings or varied_wordings
 
@@ -70,15 +72,15 @@ class TeacherPolicy:
         del seed
         draw = random.Random(zlib.crc32(f"corrections:{task.id}".encode())).random()
         return TeacherSession(task, wrong_first=draw < self.corrections, wordings=self.wordings,
-                              item_options=self.item_options)
+                              item_options=self.item_options, item_refs=self.item_refs)
 
 
 class TeacherSession:
     name = "teacher"
 
     def __init__(self, task: Task, *, wrong_first: bool = False, wordings: Wordings = varied_wordings,
-                 item_options: bool = True) -> None:
-        self.oracle = OracleSession(task, item_options=item_options)
+                 item_options: bool = True, item_refs: bool = False) -> None:
+        self.oracle = OracleSession(task, item_options=item_options, item_refs=item_refs)
         self.wordings = wordings
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
@@ -112,7 +114,7 @@ class TeacherSession:
             return msg
         self.wrong_first = False
         self.held = msg
-        return text_message(proposal(wrong, messages, self.oracle.item_options))
+        return text_message(proposal(wrong, messages, self.oracle.item_options, self.oracle.item_refs))
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""

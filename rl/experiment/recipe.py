@@ -116,6 +116,10 @@ class ExperimentRecipe(BaseModel):
     # by id and name only, so a student cannot copy options it was never shown: it invents them, and
     # with them the product ("the Dumbbell Set" for every return; bench/results/README.md, session 36).
     teacher_item_options: bool = True
+    # Whether the agent's free text names an item a lookup showed by its reference (rl/chat/views.py
+    # `item_refs`): the teacher writes "the Electric Kettle (item 1234567890)", the model reads and
+    # writes "the <num_3>", and the customer reads the product name and id. Only with refs.
+    item_refs: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -187,7 +191,7 @@ class ExperimentRecipe(BaseModel):
                         shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
                         copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
-                        system_prompt=self.system_prompt)
+                        item_refs=self.item_refs and self.refs, system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

@@ -63,9 +63,11 @@ def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
 
 
 class OracleSession:
-    def __init__(self, task: Task, *, hasty: bool = False, static: bool = False, item_options: bool = True) -> None:
+    def __init__(self, task: Task, *, hasty: bool = False, static: bool = False, item_options: bool = True,
+                 item_refs: bool = False) -> None:
         self.task = task
         self.item_options = item_options  # proposals name items with their options (rl/policies/wording.py)
+        self.item_refs = item_refs  # ... or by product and item id, for a view with `item_refs`
         self.hasty = hasty
         self.static = static
         self.name = "hasty" if hasty else "oracle"
@@ -212,7 +214,7 @@ class OracleSession:
     def _propose(self, g: Goal, messages: list[Message]) -> Message:
         self.phase = "proposed"
         assert g.action is not None
-        return text_message(W.proposal(g.action, messages, self.item_options))
+        return text_message(W.proposal(g.action, messages, self.item_options, self.item_refs))
 
 
 def _call_name(messages: list[Message], call_id: Any) -> str | None:

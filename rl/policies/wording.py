@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rl.tasks.phrasing import address_text, items_text, order_ref, payment_text
+from rl.chat.views import item_mention
+from rl.tasks.phrasing import address_text, items_text, join_and, order_ref, payment_text
 from rl.tasks.schema import Action, Goal
 
 VERB = {"exchange": "exchange", "modify_items": "change", "return": "return"}
@@ -42,13 +43,18 @@ def _records(messages: list[Message]) -> tuple[dict[str, dict], dict[str, dict]]
     return items, pms
 
 
-def _items(ids: list[str], items: dict[str, dict], options: bool = True) -> str:
-    """The items `ids` as a proposal names them: 'the Water Bottle (capacity: 1000ml, color: blue)', or
-    'the Water Bottle' without `options`."""
+def _items(ids: list[str], items: dict[str, dict], options: bool = True, refs: bool = False) -> str:
+    """The items `ids` as a proposal names them: 'the Water Bottle (capacity: 1000ml, color: blue)',
+    'the Water Bottle' without `options`, or 'the Water Bottle (item 1234567890)' with `refs` (the
+    mention a view with `item_refs` shows as the item's reference)."""
+    if not ids:
+        return "no items"
+    if refs:
+        return join_and([f"the {item_mention(items[i]['name'], i)}" if i in items else f"item {i}" for i in ids])
     known = [items.get(i, {"name": f"item {i}", "options": {}}) for i in ids]
     if not options:
         known = [{**i, "options": {}} for i in known]
-    return items_text(known) if ids else "no items"
+    return items_text(known)
 
 
 def _pay(pm_id: str, pms: dict[str, dict]) -> str:
@@ -63,10 +69,11 @@ def _pay(pm_id: str, pms: dict[str, dict]) -> str:
 REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (bench/reason_probe.py)
 
 
-def describe(action: Action, messages: list[Message], item_options: bool = True) -> str:
+def describe(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False) -> str:
     """`action` in words, from the records `messages` showed. Without `item_options`, items are named
     by their product alone: a view that shows an order's items by name only (the compact view) gives
-    a model nothing to copy their options from."""
+    a model nothing to copy their options from. With `item_refs`, the items an action takes away
+    are named by product and item id (`_items`); the new variants of a swap keep their options."""
     items, pms = _records(messages)
     a = action.arguments
     ref = order_ref(str(a.get("order_id", "")))
@@ -80,7 +87,7 @@ def describe(action: Action, messages: list[Message], item_options: bool = True)
     if n == "modify_user_address":
         return f"update your default address to {address_text(a)}"
     pay = _pay(str(a.get("payment_method_id")), pms)
-    old = _items(list(a.get("item_ids", [])), items, item_options)
+    old = _items(list(a.get("item_ids", [])), items, item_options, item_refs)
     if n == "return_delivered_order_items":
         return f"return {old} from order {ref}, with the refund going to {pay}"
     # the new variants differ from the old items only in their options: those are always named
@@ -92,10 +99,10 @@ def describe(action: Action, messages: list[Message], item_options: bool = True)
     return f"run {n} with {json.dumps(a)}"
 
 
-def proposal(action: Action, messages: list[Message], item_options: bool = True) -> str:
+def proposal(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False) -> str:
     """The request for the customer's yes before `action` (the cold-start teacher's wrong proposals
     say the same, so that only the action differs)."""
-    return f"To confirm, I will {describe(action, messages, item_options)}. Do you confirm (yes/no)?"
+    return f"To confirm, I will {describe(action, messages, item_options, item_refs)}. Do you confirm (yes/no)?"
 
 
 def refusal(goal: Goal, messages: list[Message]) -> str:

@@ -82,11 +82,12 @@ class Records:
     # ------------------------------------------------------------------ naming records
 
     def named_items(self, text: str) -> set[str]:
-        """Items the text names: a product name followed (before the next product name) by every
-        one of the variant's options as `option: value`."""
+        """Items the text names: by item id, or by a product name followed (before the next product
+        name) by every one of the variant's options as `option: value`."""
+        by_id = {iid for iid in self.items if re.search(r"(?<!\w)" + re.escape(iid) + r"(?!\w)", text)}
         names = sorted({it["name"] for it in self.items.values() if it["name"]}, key=len, reverse=True)
         if not names:
-            return set()
+            return by_id
         spots = sorted((m.start(), m.end()) for n in names
                        for m in re.finditer(r"(?<!\w)" + re.escape(n) + r"(?!\w)", text, flags=re.I))
         segments: list[tuple[str, str]] = []
@@ -95,7 +96,7 @@ class Records:
                 continue  # a shorter name inside a longer one already taken
             end = next((s2 for s2, _ in spots[i + 1:] if s2 >= e), len(text))
             segments.append((text[s:e].lower(), text[e:end].lower()))
-        found: set[str] = set()
+        found = by_id
         for iid, it in self.items.items():
             opts = it["options"]
             if not opts:

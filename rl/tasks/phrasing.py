@@ -51,9 +51,13 @@ def item_text(item: dict[str, Any]) -> str:
     return f"the {item['name']}" + (f" ({opts})" if opts else "")
 
 
-def items_text(items: list[dict[str, Any]]) -> str:
-    texts = [item_text(i) for i in items]
+def join_and(texts: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " and " + texts[-1]
+
+
+def items_text(items: list[dict[str, Any]]) -> str:
+    return join_and([item_text(i) for i in items])
 
 
 def payment_text(pm: dict[str, Any], n_gift_cards: int = 1) -> str:

@@ -183,3 +183,37 @@ def test_known_places_are_references_longest_first_and_only_with_a_place_list():
     assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
     old = {k: v for k, v in view.describe().items() if k != "places"}  # a manifest from before places
     assert ChatView.from_manifest(old) == dataclasses.replace(view, places=frozenset())
+
+
+def test_with_item_refs_free_text_names_a_looked_up_item_by_its_reference():
+    view = ChatView(compact_schemas=True, compact_results=True, refs=True, item_refs=True)
+    refs = view.conversation()
+    order = {"order_id": "#W1234567", "status": "delivered", "payment_history": [],
+             "items": [{"item_id": "1111111111", "name": "Electric Kettle", "options": {"color": "white"}},
+                       {"item_id": "2222222222", "name": "Dumbbell Set", "options": {"weight": "30 lbs"}}]}
+    product = {"name": "Electric Kettle", "product_id": "9999999999",
+               "variants": {"3333333333": {"available": True, "options": {"color": "black"}}}}
+    shown_order = refs.show(view.result(json.dumps(order)))
+    assert shown_order.count("<num_") == 2 and "Electric Kettle" in shown_order  # a lookup still names them
+    refs.show(view.result(json.dumps(product)))
+    text = ("To confirm, I will return the Dumbbell Set (item 2222222222) from order #W1234567, then "
+            "exchange the Electric Kettle (item 1111111111) for the Electric Kettle (item 3333333333).")
+    shown = refs.show(text)
+    kettle, dumbbells = (refs.index[i] for i in ("1111111111", "2222222222"))
+    assert shown == (f"To confirm, I will return the {dumbbells} from order <order_1>, then exchange the "
+                     f"{kettle} for the {refs.index['3333333333']}.")
+    assert refs.expand(shown) == text
+    # in a call the same reference is the bare id; a reference that is no item stays its value
+    wrote = (f"Return the {kettle}? <tool_call>\n"
+             f'{{"name": "return_delivered_order_items", "arguments": {{"item_ids": ["{kettle}"]}}}}\n</tool_call>')
+    assert refs.expand(wrote) == ('Return the Electric Kettle (item 1111111111)? <tool_call>\n'
+                                  '{"name": "return_delivered_order_items", "arguments": {"item_ids": ["1111111111"]}}'
+                                  '\n</tool_call>')
+    assert refs.expand(f"<tool_call>{kettle}") == "<tool_call>1111111111"  # a call not closed yet
+    assert refs.expand(f"{refs.index['9999999999']} of <order_1>") == "9999999999 of #W1234567"
+    # without item_refs the same text keeps its product names and expands ids bare
+    plain = ChatView(compact_results=True, refs=True).conversation()
+    plain.show(view.result(json.dumps(order)))
+    assert "Dumbbell Set (item <num_" in plain.show(text)
+    assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
+    assert ChatView.from_manifest({k: v for k, v in view.describe().items() if k != "item_refs"}).item_refs is False

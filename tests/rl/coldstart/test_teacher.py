@@ -4,8 +4,11 @@ so its data asks the same questions whichever training customer plays (and passe
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from rl.chat.views import ChatView
 from rl.coldstart.data import collect_real_tool_trajectories, filter_records, is_proposal, write_tool_names
 from rl.coldstart.teacher import QUESTIONS, TeacherPolicy
 from rl.env import SandboxPool, create_snapshot, drop_snapshot
@@ -93,13 +96,17 @@ async def test_corrections_put_a_wrong_proposal_first_and_keep_it_out_of_the_los
     assert 0 < sum(drawn) < len(tasks)
 
 
-async def test_without_item_options_the_teacher_names_items_by_product_and_every_task_passes(test_dbs, tau_retail):
-    # for a student whose view shows an order's items by id and name only: nothing to invent
+async def test_the_teacher_names_items_with_options_by_product_or_by_reference_and_every_task_passes(
+        test_dbs, tau_retail):
+    # without options: for a student whose view shows an order's items by id and name only; by
+    # reference: for one whose view names them by their `<num_K>` (rl/chat/views.py `item_refs`)
     kinds = ["return", "haggle_cancel", "exchange", "multi_cancel_return", "late_return"]
     tasks = generate_tasks(tau_retail, 15, 5, snapshot="tau-retail", categories=kinds)
-    full, named = await _play(test_dbs, tau_retail, tasks, "teacher_names", (TeacherPolicy(), VariedCustomer()),
-                              (TeacherPolicy(item_options=False), VariedCustomer()))
-    for records in (full, named):
+    full, named, refs = await _play(test_dbs, tau_retail, tasks, "teacher_names",
+                                    (TeacherPolicy(), VariedCustomer()),
+                                    (TeacherPolicy(item_options=False), VariedCustomer()),
+                                    (TeacherPolicy(item_refs=True), VariedCustomer()))
+    for records in (full, named, refs):
         kept, why = filter_records(records, write_tool_names())
         assert len(kept) == len(records) == len(tasks), why
 
@@ -109,7 +116,18 @@ async def test_without_item_options_the_teacher_names_items_by_product_and_every
 
     assert return_proposals(full) and all("(" in p.split(" from order")[0] for p in return_proposals(full))
     assert return_proposals(named) and not any("(" in p.split(" from order")[0] for p in return_proposals(named))
+    assert return_proposals(refs) and all(re.search(r"return the [A-Z][^(]* \(item \d{10}\)", p)
+                                          for p in return_proposals(refs))
     # exchanges still name the new variant's options: they are all that tells it from the old item
-    swaps = [m["content"] for r in named for m in r["messages"]
-             if m["role"] == "assistant" and is_proposal(m) and " exchange the " in m["content"]]
-    assert swaps and all(" for the " in p and "(" in p.split(" for the ", 1)[1] for p in swaps)
+    for records in (named, refs):
+        swaps = [m["content"] for r in records for m in r["messages"]
+                 if m["role"] == "assistant" and is_proposal(m) and " exchange the " in m["content"]]
+        assert swaps and all(" for the " in p and "(" in p.split(" for the ", 1)[1] for p in swaps)
+    # a view with item references shows each returned item as the reference its order lookup gave it
+    view = ChatView(compact_schemas=True, compact_results=True, refs=True, item_refs=True)
+    for record in refs:
+        shown = view.messages(record["messages"])
+        for m in shown:
+            if m["role"] == "assistant" and " return the " in (m.get("content") or ""):
+                assert re.match(r"To confirm, I will return the <num_\d+>( and the <num_\d+>)* from order <order_\d+>",
+                                m["content"]), m["content"]

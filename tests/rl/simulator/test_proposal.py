@@ -77,3 +77,12 @@ def test_states_action_not_when_another_record_or_an_argument_is_missing():
     assert not states_action(other_variant, RETURN, RECORDS)
     assert not states_action("Shall I return items from #W100 to your Visa card ending in 8906?", RETURN, RECORDS)
     assert not states_action(RETURN_TEXT, RETURN, Records())  # no records looked up: nothing recognised
+
+
+def test_an_item_named_by_its_id_is_named():
+    # the mention a view with item references expands into (rl/chat/views.py `item_mention`)
+    text = ("To confirm, I will return the Headphones (item 11) from order #W100, with the refund going to your "
+            "Visa card ending in 8906. Do you confirm (yes/no)?")
+    assert RECORDS.named_items(text) == {"11"}
+    assert states_action(text, RETURN, RECORDS)
+    assert not states_action(text.replace("(item 11)", "(item 21)"), RETURN, RECORDS)
