@@ -1,0 +1,89 @@
+"""Which items an agent's return proposals name: in a paper-table folder's greedy evaluation
+episodes, per model and customer, over the tasks whose customer wants items returned, how many
+episodes propose a return, how many return proposals there are, and how many name every product the
+customer wants returned, how many name some other product of the order instead.
+
+Why: the customer says yes only to a return that names its items (f13da6e), and the cold start of
+`dev-item-names` named "the Dumbbell Set" in 39 of 43 return proposals whatever the customer wanted
+(bench/results/README.md, session 36). Pass^1 says whether a return went through; this says
+whether the words were right, which `item_refs` is meant to fix. A proposal counts as a return as
+the customer reads it (rl/tasks/phrasing.py `proposal_matches`); products are read through the
+records the conversation showed, by name or (under `item_refs`) in the expanded mention.
+
+Usage: .venv/bin/python bench/return_proposals.py --out DIR [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from unconfirmed_writes import evaluated_models, per_model_and_customer
+
+RETURN = "return_delivered_order_items"
+
+
+def _returned_items(folder: Path) -> dict[str, set[str]]:
+    """task id -> the item ids its customer wants returned (tasks with a return among their goals)."""
+    eval_set = json.loads((folder / "recipe.json").read_text()).get("eval_set", "test")
+    tasks = json.loads((folder / "tasks" / f"{eval_set}.json").read_text())["tasks"]
+    out: dict[str, set[str]] = {}
+    for t in tasks:
+        for g in t["script"]["goals"]:
+            action = g.get("action") or {}
+            if action.get("name") == RETURN:
+                out.setdefault(t["id"], set()).update(str(i) for i in action["arguments"].get("item_ids", []))
+    return out
+
+
+def count(path: Path) -> dict[str, int]:
+    from rl.simulator import reading as R
+    from rl.simulator.proposal import Records
+    from rl.tasks.phrasing import mentions, proposal_matches
+
+    wanted_by_task = _returned_items(path.parents[3])
+    c: dict[str, int] = defaultdict(int)
+    for line in path.read_text().splitlines():
+        e = json.loads(line)
+        wanted = wanted_by_task.get(e["task_id"])
+        if not wanted or e.get("excluded"):
+            continue
+        records = Records.from_conversation(e["messages"])
+        names = {iid: it["name"] for iid, it in records.items.items() if it["name"]}
+        right = {names[i] for i in wanted if i in names}
+        others = {n for n in names.values() if n not in right}
+        proposals = [m["content"] for m in e["messages"] if m.get("role") == "assistant" and m.get("content")
+                     and R.asks_confirmation(m["content"]) and proposal_matches(m["content"], "return", [])]
+        c["episodes"] += 1
+        c["passed"] += e.get("reward") == 1.0
+        c["proposed_return"] += bool(proposals)
+        for p in proposals:
+            c["return_proposals"] += 1
+            c["right_products"] += bool(right) and all(mentions(p, n) for n in right)
+            c["other_products"] += any(mentions(p, n) for n in others)
+    return dict(c)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    res: dict[str, Any] = per_model_and_customer(a.out, evaluated_models(a.out), count)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return
+    print("| model | customer | return tasks (passed) | proposed a return | return proposals | "
+          "name the customer's products | name another product of theirs |\n|---|---|---|---|---|---|---|")
+    for model, by_customer in res.items():
+        for customer, c in by_customer.items():
+            print(f"| {model} | {customer} | {c.get('episodes', 0)} ({c.get('passed', 0)}) | "
+                  f"{c.get('proposed_return', 0)} | {c.get('return_proposals', 0)} | "
+                  f"{c.get('right_products', 0)} | {c.get('other_products', 0)} |")
+
+
+if __name__ == "__main__":
+    main()
