@@ -44,7 +44,7 @@ def count(path: Path) -> dict[str, int]:
     from rl.simulator.proposal import Records
     from rl.tasks.phrasing import mentions, proposal_matches
 
-    wanted_by_task = _returned_items(path.parents[3])
+    wanted_by_task = _returned_items(path.parents[4])
     c: dict[str, int] = defaultdict(int)
     for line in path.read_text().splitlines():
         e = json.loads(line)
