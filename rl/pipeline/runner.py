@@ -104,11 +104,13 @@ def _finish_step(db: CycleDB, settings: Settings, cycle_id: str, step: str, outp
     t = now()
     seconds = round((t - cycle["step_started_at"]).total_seconds(), 2) if cycle["step_started_at"] else None
     if following is None:
+        # the snapshot goes before the cycle says it succeeded, so a finished cycle holds no
+        # database (no step after the last needs it; a worker that dies here reruns `promote`)
+        _drop_snapshot_or_leave_to_sweep(settings, cycle_id)
         db.update(cycle_id, outputs=outputs, status="succeeded", progress=1.0, eta_s=None, detail=None,
                   finished_at=t, dispatched_at=None)
         db.event(cycle_id, "step.finished", step=step, seconds=seconds)
         db.event(cycle_id, "succeeded")
-        drop_cycle_snapshot(settings, cycle_id)
     else:
         # dispatched_at: the chain sends the next step's message right after this returns
         db.update(cycle_id, outputs=outputs, step=following, progress=0.0, eta_s=None, detail=None, dispatched_at=t)
@@ -117,9 +119,13 @@ def _finish_step(db: CycleDB, settings: Settings, cycle_id: str, step: str, outp
 
 def _fail(db: CycleDB, settings: Settings, cycle_id: str, reason: str) -> None:
     db.fail(cycle_id, reason)
+    _drop_snapshot_or_leave_to_sweep(settings, cycle_id)
+
+
+def _drop_snapshot_or_leave_to_sweep(settings: Settings, cycle_id: str) -> None:
     try:
         drop_cycle_snapshot(settings, cycle_id)
-    except Exception as e:  # the sweep drops it later
+    except Exception as e:  # the sweep drops it once the cycle has ended
         log.warning("cycle.snapshot_drop_failed", cycle=cycle_id, error=str(e))
 
 
