@@ -14,13 +14,11 @@ Usage: .venv/bin/python bench/cancel_proposals.py --out DIR [--json]
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
-from unconfirmed_writes import evaluated_models, per_model_and_customer
+from unconfirmed_writes import counts_from_cli
 
 NO_CANCEL = ("info_status", "modify_address")  # categories whose customer never asks to cancel
 
@@ -47,13 +45,8 @@ def count(path: Path) -> dict[str, dict[str, int]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    res: dict[str, Any] = per_model_and_customer(a.out, evaluated_models(a.out), count)
-    if a.json:
-        print(json.dumps(res, indent=1))
+    res = counts_from_cli(__doc__, count)
+    if res is None:
         return
     print("| model | customer | category | episodes (passed) | asked to confirm anything | proposed a cancellation |\n"
           "|---|---|---|---|---|---|")

@@ -14,14 +14,12 @@ Usage: .venv/bin/python bench/reason_switches.py --out DIR [--json]
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from unconfirmed_writes import evaluated_models, per_model_and_customer
+from unconfirmed_writes import counts_from_cli
 
 REASONS = ("no longer needed", "ordered by mistake")
 REFUSALS = re.compile(r"not the reason|not my reason|not why|my reason is different", re.I)
@@ -61,13 +59,8 @@ def count(path: Path) -> dict[str, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    res: dict[str, Any] = per_model_and_customer(a.out, evaluated_models(a.out), count)
-    if a.json:
-        print(json.dumps(res, indent=1))
+    res = counts_from_cli(__doc__, count)
+    if res is None:
         return
     print("| model | customer | episodes asking the reason | reason refusals | next proposal: other reason "
           "| same reason again | none |\n|---|---|---|---|---|---|---|")

@@ -91,6 +91,21 @@ def per_model_and_customer(folder: Path, models: list[str],
     return res
 
 
+def counts_from_cli(doc: str, count_file: Callable[[Path], dict[str, Any]]
+                    ) -> dict[str, dict[str, dict[str, Any]]] | None:
+    """The shared command line of the transcript counters: `--out DIR [--json]`; `count_file` of each
+    model's greedy episodes with each customer, or None once `--json` has printed them."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    res = per_model_and_customer(a.out, evaluated_models(a.out), count_file)
+    if a.json:
+        print(json.dumps(res, indent=1))
+        return None
+    return res
+
+
 def print_strict_gains(res: dict[str, dict[str, dict[str, Any]]], folder: Path, counted: str) -> None:
     """Per customer, the MUA-RL gain over the cold start with the passes `strict_by_task` drops
     counted as misses (`counted` says which)."""
