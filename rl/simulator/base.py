@@ -8,8 +8,9 @@ Failures of the simulator itself raise `SimulatorError` (an endpoint down, an em
 customer contradicting its own goal: `simulator_contradiction`); the runner excludes them from scores
 with their cause, and summaries count them apart from the agent's failures (`simulator_failures`).
 A session may also say, in `agreed` after each reply, whether that reply consented to the change the
-agent proposed; the episode then holds every write to that consent (rl/env/consent.py). The scripted
-sessions do; a session without `agreed` leaves writes unchecked, as tau-bench does.
+agent proposed, and in `agreed_to` which change (a `Consent`: the write and its order); the episode
+then holds every write to that consent (rl/env/consent.py). The scripted sessions do; a session
+without `agreed` leaves writes unchecked, as tau-bench does.
 
 `make_user(spec)` builds one by name:
 - `scripted` (rl/simulator/scripted.py): the training customer. It plays the task's script in the
@@ -33,6 +34,7 @@ sessions do; a session without `agreed` leaves writes unchecked, as tau-bench do
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rl.tasks.schema import Task
@@ -52,6 +54,18 @@ class SimulatorError(RuntimeError):
     def __init__(self, message: str, cause: str = "simulator_error") -> None:
         super().__init__(message)
         self.cause = cause
+
+
+@dataclass(frozen=True)
+class Consent:
+    """The change a customer's yes covers: one write tool, on one order (None: the write names no
+    order, as a change of the account's address)."""
+
+    tool: str | None  # None: the yes was to a request no store write serves
+    order_id: str | None = None
+
+    def covers(self, tool: str, arguments: dict[str, Any]) -> bool:
+        return self.tool == tool and (self.order_id is None or arguments.get("order_id") == self.order_id)
 
 
 class UserSession(Protocol):

@@ -24,8 +24,9 @@ from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.phrasing import address_text, order_ref
 from rl.tasks.schema import Customer, Goal, Task
 
-# 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
-HELDOUT_VERSION = "heldout-3"
+# 4: reports what its yes covers (scripted-6); 3: a write spends the yes (scripted-5);
+# 2: reports its consent like the scripted customer
+HELDOUT_VERSION = "heldout-4"
 
 GREETINGS = ["Hello there.", "Hey, hoping you can sort something out for me.", "Good day."]
 YES = ["Yep, do it.", "Correct, go ahead.", "Sure thing, please do."]

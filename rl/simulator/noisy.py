@@ -73,6 +73,10 @@ class NoisySession:
     def agreed(self) -> Any:  # the inner customer's consent report (rl/env/consent.py), if it gives one
         return getattr(self.inner, "agreed", None)
 
+    @property
+    def agreed_to(self) -> Any:  # and which change it covers
+        return getattr(self.inner, "agreed_to", None)
+
     def _clean(self, conversation: list[Message]) -> list[Message]:
         return [{**m, "content": self.said.get(str(m.get("content")), m.get("content"))}
                 if m.get("role") == "user" else m for m in conversation]

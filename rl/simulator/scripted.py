@@ -17,9 +17,10 @@ goal's action in full would contradict the goal: the session raises `SimulatorEr
 `simulator_contradiction` instead, and the episode is excluded.
 
 After each reply, `agreed` says whether that reply gave the customer's consent to a change: a yes to
-a proposal matching its goal, or its "go ahead" standing by that yes. The episode runner reads it to
-hold every store write to the policy's rule that a change needs the customer's explicit yes
-(rl/env/consent.py).
+a proposal matching its goal, or its "go ahead" standing by that yes; `agreed_to` says which change
+(the goal's write, on its order), so a yes to a proposed cancellation never covers a return. The
+episode runner reads it to hold every store write to the policy's rule that a change needs the
+customer's explicit yes (rl/env/consent.py).
 
 The session decides; its `Bank` (rl/simulator/bank.py) words each decision. `ScriptedCustomer`
 uses the training bank; the held-out customer (rl/simulator/heldout.py) plays the same sessions
@@ -34,17 +35,17 @@ from collections.abc import Callable
 
 from rl.simulator import reading as R
 from rl.simulator.bank import Bank, TrainingBank
-from rl.simulator.base import STOP, Message, SimulatorError, last_agent_text
+from rl.simulator.base import STOP, Consent, Message, SimulatorError, last_agent_text
 from rl.simulator.proposal import Records, states_action
 from rl.tasks.criteria import same_action
 from rl.tasks.goals import REASONS
 from rl.tasks.phrasing import proposal_matches, proposes_request
 from rl.tasks.schema import Goal, Task
-from rl.tasks.tools_meta import WRITE_TOOLS
+from rl.tasks.tools_meta import KIND_TOOL, WRITE_TOOLS
 
-# 5: a write that took effect spends the yes; 4: reports its consent (`agreed`); 3: reads a proposal
-# outside the records it quotes
-SCRIPT_VERSION = "scripted-5"
+# 6: reports what its yes covers (`agreed_to`); 5: a write that took effect spends the yes;
+# 4: reports its consent (`agreed`); 3: reads a proposal outside the records it quotes
+SCRIPT_VERSION = "scripted-6"
 CONTRADICTION = "simulator_contradiction"  # the excluded cause of a customer contradicting its goal
 
 
@@ -112,6 +113,7 @@ class ScriptedSession:
         self.seen_calls: set[str] = set()
         self.records = Records()
         self.agreed = False  # whether the last reply consented to the proposed change
+        self.agreed_to: Consent | None = None  # and to which change
 
     # -------------------------------------------------------------------- the interface
 
@@ -119,7 +121,7 @@ class ScriptedSession:
         return self.reply(conversation)
 
     def reply(self, conversation: list[Message]) -> tuple[str, bool]:
-        self.agreed = False
+        self.agreed, self.agreed_to = False, None
         if self.finished:
             return STOP, True
         if not any(m.get("role") == "assistant" for m in conversation):
@@ -245,6 +247,7 @@ class ScriptedSession:
                 return self._refuse(text, self.bank.wrong_reason("" if quiet else wrong))
             if proposal_matches(text, g.kind, g.confirm_terms, kind_text=self.records.outside_descriptions(text)):
                 self.confirmed = self.agreed = True
+                self.agreed_to = self._consent()
                 return self.bank.yes(self.rng), False
             if g.outcome == "refuse" and g.haggle:
                 return self._haggle()
@@ -320,7 +323,17 @@ class ScriptedSession:
         """Stand by the yes already given (a consent, unless the customer gives up instead)."""
         line, done = self._nudge(self.bank.go_ahead())
         self.agreed = self.confirmed  # giving up closes the goal, which clears it
+        self.agreed_to = self._consent() if self.agreed else None
         return line, done
+
+    def _consent(self) -> Consent:
+        """What a yes to the current goal covers: the write that serves it (the forbidden one, for a
+        refused request: the store then rejects it), on the goal's order."""
+        g = self.goal
+        tool = g.action.name if g.action is not None else KIND_TOOL.get(g.kind)
+        order = g.order_id or (str(g.action.arguments["order_id"])
+                               if g.action is not None and "order_id" in g.action.arguments else None)
+        return Consent(tool, order)
 
     def _restate(self) -> str:
         g = self.goal

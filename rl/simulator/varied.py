@@ -24,8 +24,9 @@ from rl.simulator.bank import TrainingBank
 from rl.simulator.scripted import ScriptedCustomer
 from rl.tasks.schema import Customer, Goal, Task
 
-# 3: a write spends the yes (scripted-5); 2: reports its consent like the scripted customer
-VARIED_VERSION = "varied-3"
+# 4: reports what its yes covers (scripted-6); 3: a write spends the yes (scripted-5);
+# 2: reports its consent like the scripted customer
+VARIED_VERSION = "varied-4"
 
 _O = r"(?P<o>my order \S+|one of my orders)"
 # (a training sentence, matched whole) -> its wordings; {name} is the match's group of that name.

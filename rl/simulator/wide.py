@@ -25,7 +25,7 @@ from rl.simulator.scripted import ScriptedCustomer
 from rl.simulator.varied import LEADS, VariedBank, _lower_first, wordings
 from rl.tasks.schema import Customer, Goal
 
-WIDE_VERSION = "wide-1"
+WIDE_VERSION = "wide-2"  # 2: reports what its yes covers (scripted-6)
 
 # (a training sentence, matched whole, as in varied.RULES) -> more wordings; {name}: the match's
 # group; {o}: the order, named in one of the ways of `order_names`.

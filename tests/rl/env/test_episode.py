@@ -68,7 +68,7 @@ async def test_oracle_episode_records_everything(tau_retail, tau_pool):
     assert traj.turns == traj.user_turns + len(traj.tool_calls)
     assert traj.breakdown["state_match"] is True
     assert {"agent", "user", "tools", "reward", "total"} <= set(traj.timings_ms)
-    assert (traj.policy, traj.user, traj.user_prompt_version) == ("oracle", "scripted", "scripted-5")
+    assert (traj.policy, traj.user, traj.user_prompt_version) == ("oracle", "scripted", "scripted-6")
 
 
 async def test_tools_run_as_the_customer_principal(tau_retail, tau_pool):

@@ -149,7 +149,7 @@ def test_some_customers_volunteer_their_identity_in_the_opening(tasks):
 
 
 def test_make_user_names_every_customer():
-    for spec, cls_name, version in (("scripted", "ScriptedCustomer", "scripted-5"),
+    for spec, cls_name, version in (("scripted", "ScriptedCustomer", "scripted-6"),
                                     ("heldout", "HeldOutCustomer", H.HELDOUT_VERSION),
                                     ("scripted-static", "StaticCustomer", "static-2")):
         u = make_user(spec)
