@@ -43,8 +43,12 @@ class ConsentLedger:
     def tool_ran(self, name: str, arguments: Any, took_effect: bool) -> None:
         if name not in self.write_tools or not took_effect:
             return
-        if not self.standing or (self.covers is not None and not self.covers.covers(name, _args(arguments))):
+        if not self.standing:
             self.unconfirmed.append(f"{name} {_brief(arguments)}")
+        elif self.covers is not None and not self.covers.covers(name, _args(arguments)):
+            given = f"{self.covers.tool or 'a request no write serves'}" + (
+                f" on {self.covers.order_id}" if self.covers.order_id else "")
+            self.unconfirmed.append(f"{name} {_brief(arguments)} (the yes was to {given})")
         self.standing = False
 
     @property

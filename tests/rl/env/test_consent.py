@@ -93,7 +93,8 @@ def test_a_haggling_customers_yes_to_its_forbidden_cancellation_does_not_cover_t
     ledger.customer_replied(c.session)
     assert reply.lower().startswith("yes") and c.session.agreed_to == Consent("cancel_pending_order", "#W100")
     ledger.tool_ran(ADDRESS.name, ADDRESS.arguments, True)
-    assert ledger.violations == [f"{ADDRESS.name} {json.dumps(ADDRESS.arguments, sort_keys=True)}"]
+    assert ledger.violations == [f"{ADDRESS.name} {json.dumps(ADDRESS.arguments, sort_keys=True)} "
+                                 "(the yes was to cancel_pending_order on #W100)"]
 
     c = Convo(task_of(cancel_goal(outcome="refuse", haggle=haggle), address_goal()))
     ledger = ConsentLedger(WRITES)
