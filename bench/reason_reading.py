@@ -20,7 +20,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from unconfirmed_writes import counts_from_cli
+from unconfirmed_writes import counts_from_cli, gold_arguments
 
 CANCEL = "cancel_pending_order"
 ORDER = re.compile(r"#W\d+")
@@ -29,15 +29,9 @@ ORDER = re.compile(r"#W\d+")
 def _reasons(folder: Path) -> dict[str, dict[str, str]]:
     """task id -> order id -> the reason its customer holds (every cancellation goal, refused ones
     included: a customer haggling for a cancellation holds a reason too)."""
-    eval_set = json.loads((folder / "recipe.json").read_text()).get("eval_set", "test")
-    tasks = json.loads((folder / "tasks" / f"{eval_set}.json").read_text())["tasks"]
     out: dict[str, dict[str, str]] = defaultdict(dict)
-    for t in tasks:
-        for g in t["script"]["goals"]:
-            action = g.get("action") or {}
-            if action.get("name") == CANCEL:
-                args = action["arguments"]
-                out[t["id"]].setdefault(str(args.get("order_id")), str(args.get("reason")))
+    for task_id, args in gold_arguments(folder, CANCEL):
+        out[task_id].setdefault(str(args.get("order_id")), str(args.get("reason")))
     return dict(out)
 
 

@@ -21,7 +21,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from unconfirmed_writes import counts_from_cli
+from unconfirmed_writes import counts_from_cli, gold_arguments
 
 RETURN = "return_delivered_order_items"
 
@@ -29,15 +29,9 @@ RETURN = "return_delivered_order_items"
 def _returns(folder: Path) -> dict[str, tuple[set[str], str]]:
     """task id -> the item ids its customer wants returned and the refund's payment method id (tasks
     with a return among their goals)."""
-    eval_set = json.loads((folder / "recipe.json").read_text()).get("eval_set", "test")
-    tasks = json.loads((folder / "tasks" / f"{eval_set}.json").read_text())["tasks"]
     out: dict[str, tuple[set[str], str]] = {}
-    for t in tasks:
-        for g in t["script"]["goals"]:
-            action = g.get("action") or {}
-            if action.get("name") == RETURN and t["id"] not in out:
-                args = action["arguments"]
-                out[t["id"]] = ({str(i) for i in args.get("item_ids", [])}, str(args.get("payment_method_id")))
+    for task_id, args in gold_arguments(folder, RETURN):
+        out.setdefault(task_id, ({str(i) for i in args.get("item_ids", [])}, str(args.get("payment_method_id"))))
     return out
 
 

@@ -91,6 +91,15 @@ def per_model_and_customer(folder: Path, models: list[str],
     return res
 
 
+def gold_arguments(folder: Path, tool: str) -> list[tuple[str, dict[str, Any]]]:
+    """(task id, arguments) of every goal of the folder's evaluation tasks whose action is `tool`,
+    in task order (refused goals included: their action is the forbidden call)."""
+    eval_set = json.loads((folder / "recipe.json").read_text()).get("eval_set", "test")
+    tasks = json.loads((folder / "tasks" / f"{eval_set}.json").read_text())["tasks"]
+    return [(t["id"], g["action"]["arguments"]) for t in tasks for g in t["script"]["goals"]
+            if (g.get("action") or {}).get("name") == tool]
+
+
 def counts_from_cli(doc: str, count_file: Callable[[Path], dict[str, Any]]
                     ) -> dict[str, dict[str, dict[str, Any]]] | None:
     """The shared command line of the transcript counters: `--out DIR [--json]`; `count_file` of each
