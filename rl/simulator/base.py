@@ -23,6 +23,8 @@ without `agreed` leaves writes unchecked, as tau-bench does.
 - `heldout` (rl/simulator/heldout.py): the evaluation customer. The same script and behaviour with a
   phrasing bank and identity formats training never uses, so evaluation measures generalization
   to other wordings (as the paper evaluates with another user simulator than training's).
+- `heldout-known` (rl/simulator/known_words.py): the held-out customer with sentences made only of
+  words the training customers say (values apart): other wordings in the language the model was taught.
 - `scripted-static` (rl/simulator/static.py): the non-interactive customer of the static-query
   ablation. It states everything up front, then answers nothing, and stops like the others.
 - `llm:MODEL` (rl/simulator/llm.py): an LLM plays the customer from the task's instruction, for
@@ -103,7 +105,8 @@ def last_agent_text(conversation: list[Message]) -> str:
 
 
 def make_user(spec: str, *, quiet_reasons: float = 0.0, **options: Any) -> UserSimulator:
-    """Build a simulator from `scripted`, `varied`, `wide`, `heldout`, `scripted-static` or `llm:MODEL`
+    """Build a simulator from `scripted`, `varied`, `wide`, `heldout`, `heldout-known`, `scripted-static`
+    or `llm:MODEL`
     (options go to the LLM one). `quiet_reasons`: how often a training customer (`scripted`, `varied`,
     `wide`) refuses a proposal with the other cancellation reason without saying its own."""
     if quiet_reasons and spec not in ("scripted", "varied", "wide"):
@@ -124,6 +127,10 @@ def make_user(spec: str, *, quiet_reasons: float = 0.0, **options: Any) -> UserS
         from rl.simulator.heldout import HeldOutCustomer
 
         return HeldOutCustomer()
+    if spec == "heldout-known":
+        from rl.simulator.known_words import KnownWordsCustomer
+
+        return KnownWordsCustomer()
     if spec == "scripted-static":
         from rl.simulator.static import StaticCustomer
 
@@ -134,4 +141,4 @@ def make_user(spec: str, *, quiet_reasons: float = 0.0, **options: Any) -> UserS
 
         return LLMCustomer(model, **options)
     raise ValueError(f"unknown user simulator {spec!r}; "
-                     "use scripted, varied, wide, heldout, scripted-static or llm:MODEL")
+                     "use scripted, varied, wide, heldout, heldout-known, scripted-static or llm:MODEL")

@@ -108,12 +108,13 @@ def test_with_one_trial_per_task_every_model_has_no_empty_column():
 
 def test_an_llm_customer_joins_the_evaluation_when_an_endpoint_is_configured():
     recipe = get_recipe("cpu-tiny")
-    assert recipe.eval_customers == ["heldout", "varied"]
+    customers = ["heldout-known", "heldout", "varied"]
+    assert recipe.eval_customers == customers
     endpoint = SimpleNamespace(llm_base_url="http://127.0.0.1:8000/v1", llm_model="qwen")
-    assert evaluation_customers(recipe, endpoint) == ["heldout", "varied", "llm:qwen"]
-    assert evaluation_customers(recipe, SimpleNamespace(llm_base_url=None, llm_model="qwen")) == ["heldout", "varied"]
+    assert evaluation_customers(recipe, endpoint) == [*customers, "llm:qwen"]
+    assert evaluation_customers(recipe, SimpleNamespace(llm_base_url=None, llm_model="qwen")) == customers
     off = recipe.model_copy(update={"llm_customer": False})
-    assert evaluation_customers(off, endpoint) == ["heldout", "varied"]
+    assert evaluation_customers(off, endpoint) == customers
 
 
 def test_a_recipe_without_ablations_has_no_ablation_rows_jobs_or_notes(tmp_path):
