@@ -1,8 +1,8 @@
 """Words the model never saw in training, in what each evaluation customer says: per customer and
 task category of a paper-table folder's greedy evaluation episodes, the customer's sentences that
 hold a word absent from every cold-start conversation (system prompt, customer, agent and tool text
-of `coldstart/filtered.jsonl`, and GRPO's rollouts where the run kept them: the only text the tiny
-model ever trains on).
+of `coldstart/filtered.jsonl`, and what MUA-RL's GRPO rollouts showed the model where the run kept
+them: the only text the tiny model is ever taught).
 
 Why: the `cpu-tiny` model is trained from random weights on our own conversations, so a word those
 conversations never hold has an embedding no gradient ever shaped; a sentence that carries its
@@ -42,17 +42,22 @@ def words(text: str) -> list[str]:
 
 def training_vocabulary(folder: Path) -> set[str]:
     """Every word of the cold-start conversations (each message's text and each call's arguments) and
-    of GRPO's rollouts as the model read them (`grpo/*/rollouts.jsonl.gz`, where the run kept them)."""
+    of what MUA-RL's GRPO rollouts showed the model (`grpo/mua_rl_*/rollouts.jsonl.gz`, where the
+    run kept them: the system prompt, the customer's messages and the tool results)."""
     vocab: set[str] = set()
     for line in (folder / "coldstart" / "filtered.jsonl").read_text().splitlines():
         for m in json.loads(line)["messages"]:
             vocab.update(words(str(m.get("content") or "")))
             for call in m.get("tool_calls") or []:
                 vocab.update(words(json.dumps(call.get("function", call))))
-    for path in sorted(folder.glob("grpo/*/rollouts.jsonl.gz")):
+    for path in sorted(folder.glob("grpo/mua_rl_*/rollouts.jsonl.gz")):
         with gzip.open(path, "rt") as f:
             for line in f:
-                vocab.update(words(json.loads(line)["text"]))
+                # what the rollout showed the model (system prompt, customer, tool results), not what
+                # the sampled policy wrote: a word the model made up was never taught to it
+                for turn in json.loads(line)["text"].split("<|im_start|>"):
+                    if turn.startswith(("system", "user")):
+                        vocab.update(words(turn))
     return vocab
 
 
@@ -112,7 +117,8 @@ def report(folder: Path, model: str, top: int) -> dict[str, dict[str, dict[str, 
 
 def markdown(res: dict[str, dict[str, dict[str, Any]]], model: str, vocab_size: int) -> str:
     lines = [f"# Words the model never trained on, in the customer's sentences ({model}'s greedy episodes)", "",
-             f"Training vocabulary: {vocab_size} words (every cold-start conversation and kept GRPO rollout).", ""]
+             f"Training vocabulary: {vocab_size} words (every cold-start conversation and what the kept "
+             "MUA-RL rollouts showed).", ""]
     for customer, per in res.items():
         lines += [f"## Customer `{customer}`", "",
                   "| category | episodes | passed | customer sentences | with an unseen word | % |",
