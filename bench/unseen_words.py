@@ -61,18 +61,7 @@ def training_vocabulary(folder: Path) -> set[str]:
     return vocab
 
 
-def categories(folder: Path) -> dict[str, str]:
-    """task id -> its category tag (`cancel`, `haggle_cancel`, ...) over every task file of the run."""
-    out: dict[str, str] = {}
-    for path in sorted((folder / "tasks").glob("*.json")):
-        data = json.loads(path.read_text())
-        for t in data if isinstance(data, list) else data.get("tasks", []):
-            tag = next((x for x in t.get("tags", []) if x.startswith("category:")), "category:other")
-            out[t["id"]] = tag.removeprefix("category:")
-    return out
-
-
-def count(episodes: Path, vocab: set[str], cats: dict[str, str]) -> dict[str, dict[str, Any]]:
+def count(episodes: Path, vocab: set[str]) -> dict[str, dict[str, Any]]:
     per: dict[str, dict[str, Any]] = defaultdict(lambda: {"episodes": 0, "passed": 0, "sentences": 0,
                                                           "unseen_sentences": 0, "shapes": Counter(),
                                                           "words": Counter()})
@@ -80,7 +69,8 @@ def count(episodes: Path, vocab: set[str], cats: dict[str, str]) -> dict[str, di
         e = json.loads(line)
         if e.get("excluded"):
             continue
-        c = per[cats.get(e["task_id"], "other")]
+        category = next((t.split(":", 1)[1] for t in e.get("tags") or [] if t.startswith("category:")), "other")
+        c = per[category]
         c["episodes"] += 1
         c["passed"] += e.get("reward") == 1.0
         for m in e["messages"]:
@@ -99,15 +89,13 @@ def count(episodes: Path, vocab: set[str], cats: dict[str, str]) -> dict[str, di
     return per
 
 
-def report(folder: Path, model: str, top: int) -> dict[str, dict[str, dict[str, Any]]]:
-    vocab = training_vocabulary(folder)
-    cats = categories(folder)
+def report(folder: Path, model: str, top: int, vocab: set[str]) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for customer_dir in sorted((folder / "eval" / model).iterdir()):
         episodes = customer_dir / "greedy" / "episodes.jsonl"
         if not episodes.is_file():
             continue
-        per = count(episodes, vocab, cats)
+        per = count(episodes, vocab)
         out[customer_dir.name] = {
             cat: {**{k: v for k, v in c.items() if k not in ("shapes", "words")},
                   "shapes": c["shapes"].most_common(top), "words": c["words"].most_common(3 * top)}
@@ -144,11 +132,12 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=8, help="sentence shapes listed per category")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    res = report(a.out, a.model, a.top)
+    vocab = training_vocabulary(a.out)
+    res = report(a.out, a.model, a.top, vocab)
     if a.json:
         print(json.dumps(res, indent=1))
     else:
-        print(markdown(res, a.model, len(training_vocabulary(a.out))))
+        print(markdown(res, a.model, len(vocab)))
 
 
 if __name__ == "__main__":
