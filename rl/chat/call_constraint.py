@@ -5,7 +5,10 @@ what the customer said; with `text_refs` its free text names only shown referenc
 says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody mentioned);
 with `copy_numbers`, free text that writes a number the customer said goes on in the customer's
 words to the end of their phrase (`held_copy`, rl/chat/copy_spans.py: a confirmation that names the
-house number names the customer's street, not one the model makes up)."""
+house number names the customer's street, not one the model makes up); with `products` (per row, the
+product names its conversation's lookups showed), a capitalised word after "the " in free text is
+one of those names (rl/chat/product_names.py: a return proposal names a product of the order, not
+the one the model saw most in training)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import torch
 
 from rl.chat.call_states import CopiedString, State
 from rl.chat.copy_spans import held_copy, said_spans
+from rl.chat.product_names import open_slot
 
 if TYPE_CHECKING:
     from rl.chat.call_grammar import ToolCallGrammar
@@ -27,12 +31,13 @@ class CallConstraint:
     to a span of them (`ToolCallGrammar.copy_mask`). With `text_refs`, a row outside a call may
     write only the reference tokens its conversation has shown. With `copy_numbers` (and `said`), a
     row outside a call that has begun a number the customer said copies the rest of their phrase
-    (`ToolCallGrammar.text_copy_mask`)."""
+    (`ToolCallGrammar.text_copy_mask`). With `products`, a row outside a call names only those
+    products after "the " (`ToolCallGrammar.product_mask`)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
                  said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
-                 copy_numbers: bool = False) -> None:
+                 copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -41,7 +46,10 @@ class CallConstraint:
         self.states: list[State | None] = [None] * len(grammars)
         self.written = [""] * len(grammars)  # the text of each row's open call so far
         self.copy_numbers = copy_numbers
-        self.free = [""] * len(grammars)  # the free text of each row so far (with `copy_numbers`)
+        self.products = list(products) if products is not None else [None] * len(grammars)
+        if len(self.products) != len(grammars):
+            raise ValueError("one list of shown product names per row")
+        self.free = [""] * len(grammars)  # the free text of each row so far (with `copy_numbers` or `products`)
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -55,7 +63,10 @@ class CallConstraint:
         rows = [i for i, s in enumerate(self.states) if s is not None]
         copies = {i: m for i, s in enumerate(self.states)
                   if s is None and self.copy_numbers and (m := self._text_copy(i)) is not None}
-        free = [i for i, s in enumerate(self.states) if s is None and (self.unshown[i] is not None or i in copies)]
+        named = {i: m for i, s in enumerate(self.states)
+                 if s is None and self.products[i] is not None and (m := self._product(i)) is not None}
+        free = [i for i, s in enumerate(self.states)
+                if s is None and (self.unshown[i] is not None or i in copies or i in named)]
         self.masked = []
         if not rows and not free:
             return logits
@@ -66,6 +77,8 @@ class CallConstraint:
                 out[i, ids.to(out.device)] = float("-inf")
             if i in copies:
                 _keep_only(out, i, copies[i])
+            if i in named and i not in copies:
+                _keep_only(out, i, named[i])
             self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
@@ -94,6 +107,14 @@ class CallConstraint:
         value = held_copy(self.free[row], said_spans(said))
         return g.text_copy_mask(value, said) if value is not None else None
 
+    def _product(self, row: int) -> torch.Tensor | None:
+        """The mask of a free-text row at or inside a product slot, else None."""
+        g, names = self.grammars[row], self.products[row]
+        if g is None or names is None:
+            return None
+        tail = open_slot(self.free[row], names)
+        return g.product_mask(tail, names) if tail is not None else None
+
     def update(self, row: int, token_id: int) -> None:
         g = self.grammars[row]
         if g is None:
@@ -102,7 +123,7 @@ class CallConstraint:
         if s is None:
             if token_id == g.open_id:
                 self.states[row], self.written[row] = g.start(), ""
-            elif self.copy_numbers and 0 <= token_id < g.vocab_size:
+            elif (self.copy_numbers or self.products[row] is not None) and 0 <= token_id < g.vocab_size:
                 self.free[row] += g.texts[token_id] or ""
         elif token_id == g.close_id:
             self.states[row] = None

@@ -27,6 +27,7 @@ from rl.chat.call_states import DEAD, END, CopiedString, Reference, State
 from rl.chat.copy_spans import SaidSpans, said_spans
 from rl.chat.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from rl.chat.lru import LRUCache
+from rl.chat.product_names import allowed_tokens, slots_fit
 from rl.chat.views import REF_PATTERN
 
 __all__ = ["DEAD", "END", "CallConstraint", "State", "ToolCallGrammar", "grammar_key"]
@@ -219,6 +220,24 @@ class ToolCallGrammar:
         # in a value only the kept tokens; before one, the kept ones among those entering it
         mask = torch.zeros(self.vocab_size, dtype=torch.bool) if inside else allowed.clone()
         mask[candidates] = False
+        mask[keep] = True
+        return mask
+
+    def product_mask(self, tail: str, names: tuple[str, ...]) -> torch.Tensor | None:
+        """For free text whose last characters `tail` are at or inside a product slot
+        (rl/chat/product_names.py `open_slot`), the tokens that keep it naming one of `names`; a
+        token with no text (an end of turn) only where no name has begun. None when no token would
+        (then the text is free). Cached like `copy_mask`."""
+        return self._copy_masks.get_or_make((None, "products:" + tail, names),
+                                            lambda: self._make_product_mask(tail, names))
+
+    def _make_product_mask(self, tail: str, names: tuple[str, ...]) -> torch.Tensor | None:
+        keep = allowed_tokens(tail, names, self.texts)
+        if slots_fit(tail, ()):  # no name begun: a turn may end, a special token follow
+            keep += [i for i, t in enumerate(self.texts) if t is None]
+        if not keep:
+            return None
+        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
         mask[keep] = True
         return mask
 

@@ -134,7 +134,7 @@ class RefTable:
         item replaced by the item's reference."""
         assert self.items is not None
         if text.startswith("{"):
-            self.items.update(_item_names(text))
+            self.items.update(item_names(text))
         if " (item " in text:
             for item_id, name in self.items.items():
                 mention = item_mention(name, item_id)
@@ -186,6 +186,9 @@ class ChatView:
     # with constrain_calls: free text that writes a number the customer said (a house number) goes
     # on in the customer's words to the end of their phrase (rl/chat/copy_spans.py `held_copy`)
     copy_said_numbers: bool = False
+    # with constrain_calls: a capitalised word after "the " in free text begins a product name the
+    # conversation's lookups showed and runs to its end (rl/chat/product_names.py)
+    copy_product_names: bool = False
     # with constrain_calls and refs: no call of a tool that needs an identified customer until an
     # identity tool has shown the customer's id (rl/chat/call_grammar.py `for_shown`)
     identified_calls: bool = False
@@ -284,7 +287,8 @@ class ChatView:
                 "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
-                "copy_said_numbers": self.copy_said_numbers, "identified_calls": self.identified_calls,
+                "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
+                "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "system_prompt": self.system_prompt}
 
     @classmethod
@@ -302,11 +306,12 @@ class ChatView:
                    copied_params=tuple(view.get("copied_params") or ()),
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
                    copy_said_numbers=bool(view.get("copy_said_numbers")),
+                   copy_product_names=bool(view.get("copy_product_names")),
                    identified_calls=bool(view.get("identified_calls")),
                    item_refs=bool(view.get("item_refs")), system_prompt=view.get("system_prompt"))
 
 
-def _item_names(text: str) -> dict[str, str]:
+def item_names(text: str) -> dict[str, str]:
     """item id -> product name from a lookup's result as the model is shown it: an order's items
     (`item_id`, `name`), a product's variants (full view) or available items (compact view)."""
     try:

@@ -100,6 +100,10 @@ class ExperimentRecipe(BaseModel):
     # words to the end of their phrase (rl/chat/copy_spans.py `held_copy`): a confirmation names the
     # customer's street, not one the model spells from memory; only with constrain_calls
     copy_said_numbers: bool = False
+    # a capitalised word after "the " in free text is a product name the conversation's lookups
+    # showed (rl/chat/product_names.py): a return proposal names a product of the order, not the
+    # one the cold start saw most ("the Dumbbell Set"); decoding only; only with constrain_calls
+    copy_product_names: bool = False
     # no call of a tool that needs an identified customer before an identity tool has found one (the
     # tool layer refuses those calls; rl/chat/call_grammar.py `for_shown`); only with refs and
     # constrain_calls
@@ -190,6 +194,7 @@ class ExperimentRecipe(BaseModel):
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
                         shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
                         copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
+                        copy_product_names=self.copy_product_names and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
                         item_refs=self.item_refs and self.refs, system_prompt=self.system_prompt)
 

@@ -30,7 +30,8 @@ parameters (a call still open when the turn's `max_new_tokens` run out may take 
 tokens to close), with references its identifiers are ones the conversation has shown, and the values
 of the view's `copied_params` (a new address) are spans of the customer's messages (with
 `copy_said_numbers`, so is the rest of a phrase its free text began with a number the customer
-said); the trace
+said; with `copy_product_names`, a capitalised word after "the " in its free text is a product
+name the conversation's lookups showed); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -52,7 +53,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
-from rl.chat.views import FULL_VIEW, ChatView, RefTable, rewrite_call
+from rl.chat.views import FULL_VIEW, ChatView, RefTable, item_names, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
@@ -99,6 +100,7 @@ class _Episode:
     used: int = 0  # when the cache was last used (for dropping the oldest ones)
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
+    products: tuple[str, ...] = ()  # product names its tool results showed (with `copy_product_names`)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
     key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
@@ -114,6 +116,7 @@ class _Request:
     grammar: ToolCallGrammar | None = None
     shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
     said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
+    products: tuple[str, ...] | None = None  # product names free text may write (None: any)
     key: str = ""  # the episode's key (its order in a lockstep batch)
 
 
@@ -190,8 +193,9 @@ class LocalPolicy:
         grammar = self._grammar(call_tools or tools)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers)
+        products = ep.products if grammar is not None and self.view.copy_product_names else None
         self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else (),
-                                    ep.key))
+                                    products, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
@@ -288,6 +292,8 @@ class LocalPolicy:
                 outputs = []
                 while i < len(messages) and messages[i]["role"] == "tool":
                     out = self.view.result(messages[i].get("content") or "")
+                    if self.view.copy_product_names:
+                        ep.products = tuple(dict.fromkeys((*ep.products, *item_names(out).values())))
                     outputs.append(ep.refs.show(out) if ep.refs else out)
                     i += 1
                 b.add_tool_results(outputs)
@@ -351,7 +357,8 @@ class LocalPolicy:
         try:
             outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
                                            [r.episode_id for r in batch], [r.grammar for r in batch],
-                                           [r.shown for r in batch], [r.said for r in batch])
+                                           [r.shown for r in batch], [r.said for r in batch],
+                                           [r.products for r in batch])
         except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
             for r in batch:
                 if not r.future.done():
@@ -364,7 +371,8 @@ class LocalPolicy:
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
                   grammars: list[ToolCallGrammar | None] | None = None,
                   shown: list[frozenset[str] | None] | None = None,
-                  said: list[tuple[str, ...]] | None = None) -> list[
+                  said: list[tuple[str, ...]] | None = None,
+                  products: list[tuple[str, ...] | None] | None = None) -> list[
                       tuple[list[int], list[float], dict[int, tuple[bytes, float]]]]:
         """Per prompt: the new token ids, their unmasked log-probs, and for tokens chosen under the
         constraint, what it allowed and their log-prob under it (`Generation.constrained`)."""
@@ -383,7 +391,7 @@ class LocalPolicy:
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
             streams=streams if len(streams) == len(prompts) else None,
             constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
-                                      copy_numbers=self.view.copy_said_numbers)
+                                      copy_numbers=self.view.copy_said_numbers, products=products)
             if grammars and any(grammars) else None,
             call_overrun=overrun)
         if was_training:

@@ -18,7 +18,7 @@ WRITES = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "
 
 
 class _FixedText(LocalPolicy):
-    def _generate(self, prompts, episode_ids=None, grammars=None, shown=None, said=None):
+    def _generate(self, prompts, episode_ids=None, grammars=None, shown=None, said=None, products=None):
         ids = encode(self.tok, WRITES) + [self.tok.eos_token_id]
         return [(ids, [0.0] * len(ids)) for _ in prompts]
 

@@ -1,0 +1,64 @@
+"""Which product free text may name: one its conversation's lookups have shown. An agent's
+proposal names an item as "the Water Bottle ..." (rl/policies/wording.py); a 2M-parameter model
+cannot copy a product name it read once into free text, so it writes the one it saw most in
+training ("the Dumbbell Set" for every return) and the customer, who checks the product names,
+says no. With `copy_product_names` (rl/chat/views.py), a capitalised word after "the " in free text
+begins a product name the conversation's tool results showed and runs to its end: the model still
+chooses which product, but only among those it was shown (the teacher's text never puts anything
+else there).
+
+`open_slot` says whether free text so far is at or inside such a slot (a cheap test, run every
+step); `allowed_tokens` lists the tokens that keep every slot a token touches a shown name."""
+
+from __future__ import annotations
+
+import re
+
+ARTICLE = "the "
+_ARTICLE_AT = re.compile(r"(?:^|(?<=[^0-9A-Za-z_]))the ")
+LOOKBACK = 80  # longer than any product name and its article
+
+
+def _fits(value: str, names: tuple[str, ...]) -> bool:
+    """Whether the text after an article, `value`, begins a shown name or has written one whole
+    and gone on past a word's end ("Water Bottle (color", not "Water Bottles")."""
+    if not value or not value[0].isupper():
+        return True
+    for n in names:
+        if n.startswith(value):
+            return True
+        if value.startswith(n) and not (value[len(n)].isalnum() or value[len(n)] in "-_"):
+            return True
+    return False
+
+
+def slots_fit(text: str, names: tuple[str, ...]) -> bool:
+    """Whether every article slot of `text` fits a shown name (`_fits`), each read to the end of
+    `text` (an earlier slot is checked again: a token may close one slot and open another)."""
+    return all(_fits(text[m.end():], names) for m in _ARTICLE_AT.finditer(text))
+
+
+def open_slot(free: str, names: tuple[str, ...]) -> str | None:
+    """The tail of free text `free` that the next token must keep fitting (`slots_fit`), or None
+    when no token can open or break a slot: `free` ends with the article (or the word "the", which
+    a token beginning with a space continues), or its last slot has begun a name and not yet
+    written a character past its end."""
+    tail = free[-LOOKBACK:]
+    if tail.endswith(ARTICLE) or re.search(r"(?:^|[^0-9A-Za-z_])the$", tail):
+        return tail
+    last = None
+    for m in _ARTICLE_AT.finditer(tail):
+        last = m
+    if last is None:
+        return None
+    value = tail[last.end():]
+    if value and value[0].isupper() and any(n.startswith(value) and n != value for n in names):
+        return tail
+    if value and value[0].isupper() and value in names:
+        return tail  # a whole name: "T-Shirts" would break it, "Water Bottle Pro" may go on
+    return None
+
+
+def allowed_tokens(tail: str, names: tuple[str, ...], texts: list[str | None]) -> list[int]:
+    """The token ids (by their `texts`) that keep every slot of `tail` + token fitting a shown name."""
+    return [i for i, t in enumerate(texts) if t is not None and slots_fit(tail + t, names)]

@@ -1,0 +1,135 @@
+"""Free text names only products the conversation's lookups showed: the slot rules, the grammar's
+mask over a real tokenizer, and a policy whose model prefers an unshown product."""
+
+import asyncio
+import json
+
+import pytest
+import torch
+
+from rl.chat.call_grammar import CallConstraint, ToolCallGrammar
+from rl.chat.format import render_conversation
+from rl.chat.product_names import open_slot, slots_fit
+from rl.chat.views import ChatView
+from rl.models.generation import generate_continuing
+from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
+from rl.models.tokenizer import encode, train_bpe
+from rl.policies.local import LocalPolicy
+
+SHOWN = ("Water Bottle", "T-Shirt", "Water Bottle Pro")
+TOOLS = [{"type": "function", "function": {"name": "get_order_details", "parameters": {
+    "type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}}}]
+
+
+@pytest.mark.parametrize("text, fits", [
+    ("I will return the Water Bottle from order 1", True),
+    ("I will return the Water Bot", True),
+    ("I will return the T-Shirt and the Water Bottle Pro (color: blue)", True),
+    ("I will return the order", True),  # a lowercase word after the article is no product slot
+    ("I will return the Dumbbell Set", False),
+    ("I will return the Water Bottles", False),  # a name runs to a word's end
+    ("the Water Bottle and the Dumbbell", False),  # every slot is checked, the last one too
+    ("the Wat the ", False),  # a token that closes a slot half-written breaks it
+    ("breathe Deeply", True),  # only the article as a word opens a slot
+])
+def test_every_slot_names_a_shown_product(text, fits):
+    assert slots_fit(text, SHOWN) is fits
+
+
+def test_open_slots_are_the_only_places_a_token_can_break_one():
+    assert open_slot("I will return the", SHOWN) is not None  # " Dumbbell" would open one
+    assert open_slot("I will return the ", SHOWN) is not None
+    assert open_slot("I will return the Wat", SHOWN) is not None
+    assert open_slot("I will return the Water Bottle", SHOWN) is not None  # "Water Bottle Pro" goes on
+    assert open_slot("I will return the T-Shirt", SHOWN) is not None  # "T-Shirts" would break it
+    assert open_slot("I will return the T-Shirt ", SHOWN) is None  # past its end: what follows is free
+    assert open_slot("I will return the T-Shirt from", SHOWN) is None
+    assert open_slot("Do you confirm", SHOWN) is None
+    assert open_slot("bathe", SHOWN) is None
+
+
+@pytest.fixture(scope="module")
+def ptok():
+    texts = [render_conversation([
+        {"role": "user", "content": "I want to return something."},
+        {"role": "tool", "content": json.dumps({"items": [{"item_id": "1", "name": name}]})},
+        {"role": "assistant", "content": f"To confirm, I will return the {name} from the order. Do you confirm?"}])
+        for name in ["Dumbbell Set", "Water Bottle", "T-Shirt", "Desk Lamp", "Tea Kettle"] * 20]
+    return train_bpe(texts, vocab_size=500)
+
+
+def test_the_grammars_mask_keeps_exactly_the_tokens_that_fit(ptok):
+    g = ToolCallGrammar(TOOLS, ptok)
+    for tail in ("I will return the", "I will return the ", "I will return the Wat", "return the T-"):
+        mask = g.product_mask(tail, SHOWN)
+        assert mask is not None
+        for i, text in enumerate(g.texts):
+            if text is not None:
+                assert bool(mask[i]) == slots_fit(tail + text, SHOWN), (tail, text)
+    # a special token (the end of a turn) only where no name has begun
+    specials = [i for i, t in enumerate(g.texts) if t is None]
+    assert all(g.product_mask("return the ", SHOWN)[i] for i in specials)
+    assert not any(g.product_mask("return the Wat", SHOWN)[i] for i in specials)
+
+
+def _model(tok, seed):
+    torch.manual_seed(seed)
+    return build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                 num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+
+
+def test_constrained_free_text_names_a_shown_product_and_records_the_constraint(ptok):
+    g = ToolCallGrammar(TOOLS, ptok)
+    model = _model(ptok, 3)
+    bias = torch.zeros(len(ptok))
+    for t in encode(ptok, " Water Bottle"):
+        bias[t] = 6.0
+    for t in encode(ptok, " Dumbbell Set"):
+        bias[t] = 8.0  # the model prefers the product it saw most
+    with torch.no_grad():
+        model.get_output_embeddings().bias = torch.nn.Parameter(bias)
+    prompt = encode(ptok, render_conversation([{"role": "user", "content": "Return it."}],
+                                              add_generation_prompt=True))
+    rows = 6
+
+    def sample(products):
+        constraint = CallConstraint([g] * rows, products=[products] * rows)
+        constraint.free = ["I will return the"] * rows
+        gens, _ = generate_continuing(model, [prompt] * rows, [None] * rows, max_new_tokens=6,
+                                      eos_id=ptok.eos_token_id, pad_id=ptok.pad_token_id, greedy=True,
+                                      constraint=constraint, return_caches=False)
+        return gens
+
+    free = [ptok.decode(x.ids) for x in sample(None)]
+    assert all(t.startswith(" Dumbbell") for t in free), free
+    for gen in sample(("Water Bottle", "T-Shirt")):
+        text = ptok.decode(gen.ids)
+        assert text.startswith(" Water Bottle") and "Dumbbell" not in text, text
+        # the name's tokens are recorded as chosen under the constraint (what GRPO trains on)
+        assert len(gen.constrained) >= len(encode(ptok, " Water Bottle")), gen.constrained
+
+
+def test_a_policy_names_only_the_product_its_lookup_showed(ptok):
+    model = _model(ptok, 4)
+    bias = torch.zeros(len(ptok))
+    for text, b in ((" the", 6.0), (" Dumbbell", 6.0), (" Set", 5.0), (" Tea", 4.0), (" Kettle", 4.0)):
+        for t in encode(ptok, text):
+            bias[t] = b
+    with torch.no_grad():
+        model.get_output_embeddings().bias = torch.nn.Parameter(bias)
+    msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": "I want to return something."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_order_details", "arguments": json.dumps({"order_id": "#W1"})}}]},
+            {"role": "tool", "tool_call_id": "c1",
+             "content": json.dumps({"order_id": "#W1", "items": [{"item_id": "9", "name": "Tea Kettle"}]})}]
+
+    def replies(copy):
+        view = ChatView(constrain_calls=True, copy_product_names=copy)
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, ptok, max_new_tokens=40, view=view, adopt_history=True, seed=2)
+        return [asyncio.run(policy.act(f"e{i}", msgs, TOOLS))["content"] for i in range(4)]
+
+    assert any("the Dumbbell" in r for r in replies(False))
+    named = replies(True)
+    assert all(slots_fit(r, ("Tea Kettle",)) and "the Dumbbell" not in r for r in named), named
+    assert any("the Tea Kettle" in r for r in named), named
