@@ -8,7 +8,8 @@ chooses which product, but only among those it was shown (the teacher's text nev
 else there).
 
 `open_slot` says whether free text so far is at or inside such a slot (a cheap test, run every
-step); `allowed_tokens` lists the tokens that keep every slot a token touches a shown name."""
+step) and returns that slot; `allowed_tokens` lists the tokens that keep it, and any slot a token
+opens, a shown name."""
 
 from __future__ import annotations
 
@@ -39,26 +40,29 @@ def slots_fit(text: str, names: tuple[str, ...]) -> bool:
 
 
 def open_slot(free: str, names: tuple[str, ...]) -> str | None:
-    """The tail of free text `free` that the next token must keep fitting (`slots_fit`), or None
-    when no token can open or break a slot: `free` ends with the article (or the word "the", which
-    a token beginning with a space continues), or its last slot has begun a name and not yet
-    written a character past its end."""
+    """What the next token of free text `free` must keep fitting (`slots_fit`), or None when no
+    token can open or break a slot. It is the last slot alone, from its article ("the", "the " or
+    "the Wat"), the same for every conversation at that point: an earlier slot was closed by the
+    character past its end, so no token can change it, and the masks are shared. A slot is open
+    when `free` ends with the article (or the word "the", which a token beginning with a space
+    continues), or its last slot has begun a name and not yet written a character past its end."""
     tail = free[-LOOKBACK:]
-    if tail.endswith(ARTICLE) or re.search(r"(?:^|[^0-9A-Za-z_])the$", tail):
-        return tail
+    if tail.endswith(ARTICLE):
+        return ARTICLE
+    if re.search(r"(?:^|[^0-9A-Za-z_])the$", tail):
+        return "the"
     last = None
     for m in _ARTICLE_AT.finditer(tail):
         last = m
     if last is None:
         return None
     value = tail[last.end():]
-    if value and value[0].isupper() and any(n.startswith(value) and n != value for n in names):
-        return tail
-    if value and value[0].isupper() and value in names:
-        return tail  # a whole name: "T-Shirts" would break it, "Water Bottle Pro" may go on
+    if value and value[0].isupper() and any(n.startswith(value) for n in names):
+        return ARTICLE + value  # a name begun, or whole: "T-Shirts" would break it, "Water Bottle Pro" may go on
     return None
 
 
 def allowed_tokens(tail: str, names: tuple[str, ...], texts: list[str | None]) -> list[int]:
-    """The token ids (by their `texts`) that keep every slot of `tail` + token fitting a shown name."""
+    """The token ids (by their `texts`) that keep every slot of `tail` + token fitting a shown name
+    (`tail`: an `open_slot`)."""
     return [i for i, t in enumerate(texts) if t is not None and slots_fit(tail + t, names)]

@@ -37,15 +37,27 @@ def test_every_slot_names_a_shown_product(text, fits):
 
 
 def test_open_slots_are_the_only_places_a_token_can_break_one():
-    assert open_slot("I will return the", SHOWN) is not None  # " Dumbbell" would open one
-    assert open_slot("I will return the ", SHOWN) is not None
-    assert open_slot("I will return the Wat", SHOWN) is not None
-    assert open_slot("I will return the Water Bottle", SHOWN) is not None  # "Water Bottle Pro" goes on
-    assert open_slot("I will return the T-Shirt", SHOWN) is not None  # "T-Shirts" would break it
+    assert open_slot("I will return the", SHOWN) == "the"  # " Dumbbell" would open one
+    assert open_slot("I will return the ", SHOWN) == "the "
+    assert open_slot("I will return the Wat", SHOWN) == "the Wat"
+    assert open_slot("I will return the Water Bottle", SHOWN) == "the Water Bottle"  # "Water Bottle Pro" goes on
+    assert open_slot("I will return the T-Shirt", SHOWN) == "the T-Shirt"  # "T-Shirts" would break it
     assert open_slot("I will return the T-Shirt ", SHOWN) is None  # past its end: what follows is free
+    assert open_slot("the Water Bottle and the T-", SHOWN) == "the T-"  # only the last slot is open
     assert open_slot("I will return the T-Shirt from", SHOWN) is None
     assert open_slot("Do you confirm", SHOWN) is None
     assert open_slot("bathe", SHOWN) is None
+
+
+def test_the_open_slot_decides_like_the_whole_text():
+    # what a token may do after the open slot alone is what it may do after the whole text
+    tokens = [" Dumbbell", " Water", " Bottle", " Bottles", " Pro", "s", " (", " T", "-Shirt", " the", " order"]
+    for text in ["Yes, I will return the", "I will return the Water", "the T-Shirt and the Water Bottle",
+                 "return the ", "the T-"]:
+        slot = open_slot(text, SHOWN)
+        assert slot is not None
+        for t in tokens:
+            assert slots_fit(slot + t, SHOWN) == slots_fit(text + t, SHOWN), (text, t)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +72,7 @@ def ptok():
 
 def test_the_grammars_mask_keeps_exactly_the_tokens_that_fit(ptok):
     g = ToolCallGrammar(TOOLS, ptok)
-    for tail in ("I will return the", "I will return the ", "I will return the Wat", "return the T-"):
+    for tail in ("the", "the ", "the Wat", "the T-"):
         mask = g.product_mask(tail, SHOWN)
         assert mask is not None
         for i, text in enumerate(g.texts):
@@ -68,8 +80,8 @@ def test_the_grammars_mask_keeps_exactly_the_tokens_that_fit(ptok):
                 assert bool(mask[i]) == slots_fit(tail + text, SHOWN), (tail, text)
     # a special token (the end of a turn) only where no name has begun
     specials = [i for i, t in enumerate(g.texts) if t is None]
-    assert all(g.product_mask("return the ", SHOWN)[i] for i in specials)
-    assert not any(g.product_mask("return the Wat", SHOWN)[i] for i in specials)
+    assert all(g.product_mask("the ", SHOWN)[i] for i in specials)
+    assert not any(g.product_mask("the Wat", SHOWN)[i] for i in specials)
 
 
 def _model(tok, seed):
