@@ -112,8 +112,8 @@ class CallConstraint:
         g, names = self.grammars[row], self.products[row]
         if g is None or names is None:
             return None
-        tail = open_slot(self.free[row], names)
-        return g.product_mask(tail, names) if tail is not None else None
+        slot = open_slot(self.free[row], names)
+        return g.product_mask(slot, names) if slot is not None else None
 
     def update(self, row: int, token_id: int) -> None:
         g = self.grammars[row]

@@ -223,17 +223,17 @@ class ToolCallGrammar:
         mask[keep] = True
         return mask
 
-    def product_mask(self, tail: str, names: tuple[str, ...]) -> torch.Tensor | None:
-        """For free text whose last characters `tail` are at or inside a product slot
-        (rl/chat/product_names.py `open_slot`), the tokens that keep it naming one of `names`; a
-        token with no text (an end of turn) only where no name has begun. None when no token would
-        (then the text is free). Cached like `copy_mask`."""
-        return self._copy_masks.get_or_make((None, "products:" + tail, names),
-                                            lambda: self._make_product_mask(tail, names))
+    def product_mask(self, slot: str, names: tuple[str, ...]) -> torch.Tensor | None:
+        """For free text at or inside a product slot (`slot`, from its article: rl/chat/
+        product_names.py `open_slot`), the tokens that keep it naming one of `names`; a token with
+        no text (an end of turn) only where no name has begun. None when no token would (then the
+        text is free). Cached like `copy_mask`."""
+        return self._copy_masks.get_or_make((None, "products:" + slot, names),
+                                            lambda: self._make_product_mask(slot, names))
 
-    def _make_product_mask(self, tail: str, names: tuple[str, ...]) -> torch.Tensor | None:
-        keep = allowed_tokens(tail, names, self.texts)
-        if slots_fit(tail, ()):  # no name begun: a turn may end, a special token follow
+    def _make_product_mask(self, slot: str, names: tuple[str, ...]) -> torch.Tensor | None:
+        keep = allowed_tokens(slot, names, self.texts)
+        if slots_fit(slot, ()):  # no name begun: a turn may end, a special token follow
             keep += [i for i, t in enumerate(self.texts) if t is None]
         if not keep:
             return None
