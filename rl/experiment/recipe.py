@@ -120,6 +120,12 @@ class ExperimentRecipe(BaseModel):
     # by id and name only, so a student cannot copy options it was never shown: it invents them, and
     # with them the product ("the Dumbbell Set" for every return; bench/results/README.md, session 36).
     teacher_item_options: bool = True
+    # Whether the teacher's calls write a new address's fields in the order the customer says them
+    # (address1, address2, city, state, zip, country: rl/tasks/phrasing.py `in_said_order`) rather than
+    # the task's (country before state and zip). A student copies the fields as spans of the
+    # customer's sentence; in the task's order the fields jump back and forth in it, and after GRPO
+    # the model put the city in `address2` and the country in `state` (bench/results/README.md, session 40).
+    teacher_said_order: bool = False
     # Whether the agent's free text names an item a lookup showed by its reference (rl/chat/views.py
     # `item_refs`): the teacher writes "the Electric Kettle (item 1234567890)", the model reads and
     # writes "the <num_3>", and the customer reads the product name and id. Only with refs.

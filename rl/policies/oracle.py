@@ -26,6 +26,7 @@ from backend.agent.llm import Completion
 from rl.policies import wording as W
 from rl.policies.base import Message, text_message, tool_call_message
 from rl.simulator.scripted import static_goals
+from rl.tasks.phrasing import in_said_order
 from rl.tasks.schema import Action, Goal, Task
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -64,8 +65,10 @@ def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
 
 class OracleSession:
     def __init__(self, task: Task, *, hasty: bool = False, static: bool = False, item_options: bool = True,
-                 item_refs: bool = False) -> None:
+                 item_refs: bool = False, said_order: bool = False) -> None:
         self.task = task
+        # a call writes an address's fields in the order the customer said them (phrasing.in_said_order)
+        self.said_order = said_order
         self.item_options = item_options  # proposals name items with their options (rl/policies/wording.py)
         self.item_refs = item_refs  # ... or by product and item id, for a view with `item_refs`
         self.hasty = hasty
@@ -92,7 +95,8 @@ class OracleSession:
 
     def _call(self, action: Action) -> Message:
         self.n_calls += 1
-        return tool_call_message(f"call_{self.n_calls}", action.name, action.arguments)
+        args = in_said_order(action.arguments) if self.said_order else action.arguments
+        return tool_call_message(f"call_{self.n_calls}", action.name, args)
 
     def _next(self, messages: list[Message]) -> Message:
         last = messages[-1]

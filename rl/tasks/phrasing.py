@@ -88,6 +88,26 @@ def payment_terms(pm: dict[str, Any]) -> list[str]:
     return ["gift card"]
 
 
+# The order a customer says an address in (`address_text`): "4149 Sunset Boulevard, Apt 3, Portland, OR 97217, USA".
+ADDRESS_SAID_ORDER = ("address1", "address2", "city", "state", "zip", "country")
+
+
+def in_said_order(arguments: dict[str, Any]) -> dict[str, Any]:
+    """`arguments` with an address's fields in the order a customer says them, where the first of
+    them stood (the other arguments keep their places): a call written this way copies the
+    customer's phrases one after the other."""
+    fields = [k for k in ADDRESS_SAID_ORDER if k in arguments]
+    if not fields:
+        return dict(arguments)
+    out: dict[str, Any] = {}
+    for k, v in arguments.items():
+        if k not in ADDRESS_SAID_ORDER:
+            out[k] = v
+        elif not any(f in out for f in fields):
+            out.update((f, arguments[f]) for f in fields)
+    return out
+
+
 def address_text(a: dict[str, Any]) -> str:
     line = a["address1"] + (f", {a['address2']}" if a.get("address2") else "")
     return f"{line}, {a['city']}, {a['state']} {a['zip']}, {a['country']}"

@@ -4,6 +4,7 @@ so its data asks the same questions whichever training customer plays (and passe
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -131,3 +132,25 @@ async def test_the_teacher_names_items_with_options_by_product_or_by_reference_a
             if m["role"] == "assistant" and " return the " in (m.get("content") or ""):
                 assert re.match(r"To confirm, I will return the <num_\d+>( and the <num_\d+>)* from order <order_\d+>",
                                 m["content"]), m["content"]
+
+
+async def test_with_said_order_the_teachers_address_calls_follow_the_customers_sentence(test_dbs, tau_retail):
+    kinds = ["modify_address", "user_address", "shift_modify_address_cancel"]
+    tasks = generate_tasks(tau_retail, 6, 5, snapshot="tau-retail", categories=kinds)
+    plain, said = await _play(test_dbs, tau_retail, tasks, "teacher_said_order",
+                              (TeacherPolicy(), VariedCustomer()), (TeacherPolicy(said_order=True), VariedCustomer()))
+
+    def address_calls(records):
+        return [json.loads(c["function"]["arguments"]) for r in records for m in r["messages"]
+                if m["role"] == "assistant" for c in m.get("tool_calls") or ()
+                if c["function"]["name"] in ("modify_pending_order_address", "modify_user_address")]
+
+    for records in (plain, said):
+        kept, why = filter_records(records, write_tool_names())
+        assert len(kept) == len(records) == len(tasks), why
+    fields = ["address1", "address2", "city", "state", "zip", "country"]
+    assert len(address_calls(said)) == len(address_calls(plain)) >= 4
+    assert all([k for k in call if k in fields] == fields for call in address_calls(said))
+    assert not any([k for k in call if k in fields] == fields for call in address_calls(plain))
+    # the same calls, values and all: only the order of the fields differs
+    assert address_calls(said) == address_calls(plain)
