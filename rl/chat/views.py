@@ -16,6 +16,11 @@ is held to shown references). With `item_refs`, an item an order or product look
 the agent's free text by its reference alone: the view shows "the Electric Kettle (item 1234567890)"
 as "the <num_3>" and expands the model's `<num_3>` into it, so naming the item a customer means is
 the same choice of reference the call makes, not a product name spelled from the model's prior.
+With `payment_refs`, a user record shows each payment method with its description ("Visa card
+ending in 1234") and free text names a payment method by its reference alone: the view shows "your
+Visa card ending in 1234 (credit_card_4421486)" as "your <payment_1>" and expands the model's
+`<payment_1>` into it, so the refund a proposal names is the reference its call writes, and the
+customer reads the card's last four digits.
 With `spaced_values`,
 free-text call arguments are shown with one leading space, so a byte-level BPE gives the customer's
 words and the agent's argument the same tokens and writing a reason is a copy, not a translation.
@@ -58,6 +63,42 @@ ITEM_MENTION = "{name} (item {item_id})"
 _CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)  # a call: its ids stay bare
 
 
+# a payment method as free text names it under `payment_refs` (the teacher writes it, the view collapses it)
+PAYMENT_MENTION = "{description} ({pm_id})"
+
+
+def payment_description(pm: dict[str, Any]) -> str:
+    """How an agent names a payment method record: 'Visa card ending in 1234', 'PayPal account',
+    'gift card' (a customer's own words for it, rl/tasks/phrasing.py `payment_text`, less the 'my')."""
+    source = pm.get("source")
+    if source == "credit_card":
+        return f"{str(pm.get('brand', 'credit')).title()} card ending in {pm.get('last_four')}"
+    if source == "paypal":
+        return "PayPal account"
+    if source == "gift_card":
+        return "gift card"
+    return "payment method"
+
+
+def payment_mention(description: str, pm_id: str) -> str:
+    """How free text names a payment method under `payment_refs`: 'PayPal account (paypal_7732922)'."""
+    return PAYMENT_MENTION.format(description=description, pm_id=pm_id)
+
+
+def payment_descriptions(text: str) -> dict[str, str]:
+    """payment method id -> description from a user record as a view shows it (the full record's
+    `payment_methods` of records, or the compact one's of descriptions)."""
+    try:
+        rec = json.loads(text)
+    except ValueError:
+        return {}
+    methods = rec.get("payment_methods") if isinstance(rec, dict) else None
+    if not isinstance(methods, dict):
+        return {}
+    return {str(k): payment_description(v) if isinstance(v, dict) else str(v) for k, v in methods.items()
+            if isinstance(v, (dict, str))}
+
+
 def item_mention(name: str, item_id: str) -> str:
     """How free text names an item under `item_refs`: 'Electric Kettle (item 1234567890)'."""
     return ITEM_MENTION.format(name=name, item_id=item_id)
@@ -92,10 +133,12 @@ class RefTable:
     as reading-comprehension models trained on anonymised entities permute the markers per example."""
 
     def __init__(self, names: frozenset[str], seed: str | None = None,
-                 places: frozenset[str] = frozenset(), item_refs: bool = False) -> None:
+                 places: frozenset[str] = frozenset(), item_refs: bool = False, payment_refs: bool = False) -> None:
         self.names = names
         # item id -> product name, from the lookups shown so far (with `item_refs`; None without)
         self.items: dict[str, str] | None = {} if item_refs else None
+        # payment method id -> description, from the user records shown so far (with `payment_refs`)
+        self.payments: dict[str, str] | None = {} if payment_refs else None
         self.words = _words(places)
         self.values: dict[str, dict[int, str]] = {k: {} for k in REF_KINDS}
         self.index: dict[str, str] = {}
@@ -120,6 +163,8 @@ class RefTable:
         with item names known, each item mention by its item's reference)."""
         if self.items is not None:
             text = self._items_shown(text)
+        if self.payments is not None:
+            text = self._payments_shown(text)
 
         def ref(m: re.Match[str]) -> str:
             kind, word = m.lastgroup or "", m.group(0)
@@ -142,23 +187,37 @@ class RefTable:
                     text = text.replace(mention, self._ref("num", item_id))
         return text
 
+    def _payments_shown(self, text: str) -> str:
+        """`text` with the payment descriptions of a user record it holds learned, and with every
+        mention of a known payment method replaced by its id (which the reference then stands for)."""
+        assert self.payments is not None
+        if text.startswith("{"):
+            self.payments.update(payment_descriptions(text))
+        if " (" in text:
+            for pm_id, description in self.payments.items():
+                text = text.replace(payment_mention(description, pm_id), pm_id)
+        return text
+
     def shown(self) -> frozenset[str]:
         """The reference tokens this conversation has shown so far."""
         return frozenset(f"<{kind}_{n}>" for kind, values in self.values.items() for n in values)
 
     def expand(self, text: str) -> str:
         """What the model wrote, with each reference it was shown replaced by its value; with
-        `item_refs`, a known item's reference in free text (outside tool calls) by its mention."""
+        `item_refs`, a known item's reference in free text (outside tool calls) by its mention, and
+        with `payment_refs` a known payment method's."""
         def value(m: re.Match[str]) -> str:
             return self.values[m.group(1)].get(int(m.group(2)), m.group(0))
 
-        if not self.items:
+        if not self.items and not self.payments:
             return REF_PATTERN.sub(value, text)
-        items = self.items
+        items, payments = self.items or {}, self.payments or {}
 
         def mention(m: re.Match[str]) -> str:
             v = value(m)
-            return item_mention(items[v], v) if m.group(1) == "num" and v in items else v
+            if m.group(1) == "num" and v in items:
+                return item_mention(items[v], v)
+            return payment_mention(payments[v], v) if m.group(1) == "payment" and v in payments else v
 
         out, at = [], 0
         for call in _CALL_BLOCK.finditer(text):
@@ -194,6 +253,9 @@ class ChatView:
     identified_calls: bool = False
     # with refs: an item a lookup showed is named in free text by its reference (`RefTable` above)
     item_refs: bool = False
+    # with refs: user records show payment descriptions, and free text names a payment method by its
+    # reference (`RefTable` above)
+    payment_refs: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -209,7 +271,7 @@ class ChatView:
         return compact_tools(tools) if self.compact_schemas else tools
 
     def result(self, text: str) -> str:
-        return compact_result(text) if self.compact_results else text
+        return compact_result(text, payment_names=self.payment_refs) if self.compact_results else text
 
     def conversation(self, key: str = "") -> RefTable | None:
         """The per-conversation state of this view (None when it has none); `key` names the
@@ -217,7 +279,7 @@ class ChatView:
         if not self.refs:
             return None
         return RefTable(self.names, seed=key if self.shuffle_refs else None, places=self.places,
-                        item_refs=self.item_refs)
+                        item_refs=self.item_refs, payment_refs=self.payment_refs)
 
     @property
     def ref_params(self) -> dict[str, str]:
@@ -289,7 +351,8 @@ class ChatView:
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
                 "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
                 "identified_calls": self.identified_calls,
-                "item_refs": self.item_refs, "system_prompt": self.system_prompt}
+                "item_refs": self.item_refs, "payment_refs": self.payment_refs,
+                "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -308,7 +371,8 @@ class ChatView:
                    copy_said_numbers=bool(view.get("copy_said_numbers")),
                    copy_product_names=bool(view.get("copy_product_names")),
                    identified_calls=bool(view.get("identified_calls")),
-                   item_refs=bool(view.get("item_refs")), system_prompt=view.get("system_prompt"))
+                   item_refs=bool(view.get("item_refs")), payment_refs=bool(view.get("payment_refs")),
+                   system_prompt=view.get("system_prompt"))
 
 
 def item_names(text: str) -> dict[str, str]:
@@ -385,8 +449,9 @@ def _map_arguments(call: dict[str, Any], fn: Callable[[dict[str, Any]], dict[str
 FULL_VIEW = ChatView()
 
 
-def compact_result(text: str) -> str:
-    """A tool result with only the fields an agent acts on (non-JSON text is returned as is)."""
+def compact_result(text: str, payment_names: bool = False) -> str:
+    """A tool result with only the fields an agent acts on (non-JSON text is returned as is); with
+    `payment_names`, a user's payment methods with their descriptions (`payment_description`)."""
     try:
         rec = json.loads(text)
     except ValueError:
@@ -406,8 +471,12 @@ def compact_result(text: str) -> str:
         rec = out
     elif "payment_methods" in rec and "orders" in rec:
         name = rec.get("name") or {}
+        methods = rec.get("payment_methods") or {}
+        shown: Any = sorted(methods)
+        if payment_names and isinstance(methods, dict):
+            shown = {k: payment_description(v) if isinstance(v, dict) else str(v) for k, v in sorted(methods.items())}
         rec = {"name": f"{name.get('first_name', '')} {name.get('last_name', '')}".strip(),
-               "payment_methods": sorted(rec.get("payment_methods") or {}), "orders": rec.get("orders")}
+               "payment_methods": shown, "orders": rec.get("orders")}
     elif "variants" in rec and isinstance(rec["variants"], dict):
         rec = {"name": rec.get("name"), "product_id": rec.get("product_id"),
                "available": sorted(k for k, v in rec["variants"].items() if isinstance(v, dict) and v.get("available"))}

@@ -56,7 +56,8 @@ class TeacherPolicy:
     model = "teacher"
 
     def __init__(self, *, corrections: float = 0.0, wordings: Wordings | None = None,
-                 item_options: bool = True, item_refs: bool = False, said_order: bool = False) -> None:
+                 item_options: bool = True, item_refs: bool = False, payment_refs: bool = False,
+                 said_order: bool = False) -> None:
         if not 0.0 <= corrections <= 1.0:
             raise ValueError(f"corrections is a share of conversations in 0..1, not {corrections}")
         self.corrections = corrections
@@ -64,6 +65,8 @@ class TeacherPolicy:
         self.item_options = item_options
         # ... or by product and item id, which a view with `item_refs` shows as the item's reference
         self.item_refs = item_refs
+        # payment methods named with their ids, which a view with `payment_refs` shows as references
+        self.payment_refs = payment_refs
         # calls write an address's fields in the order the customer said them (rl/tasks/phrasing.py)
         self.said_order = said_order
         # every wording of a training sentence the customer may use (None: the varied customer's)
@@ -74,15 +77,18 @@ class TeacherPolicy:
         del seed
         draw = random.Random(zlib.crc32(f"corrections:{task.id}".encode())).random()
         return TeacherSession(task, wrong_first=draw < self.corrections, wordings=self.wordings,
-                              item_options=self.item_options, item_refs=self.item_refs, said_order=self.said_order)
+                              item_options=self.item_options, item_refs=self.item_refs,
+                              payment_refs=self.payment_refs, said_order=self.said_order)
 
 
 class TeacherSession:
     name = "teacher"
 
     def __init__(self, task: Task, *, wrong_first: bool = False, wordings: Wordings = varied_wordings,
-                 item_options: bool = True, item_refs: bool = False, said_order: bool = False) -> None:
-        self.oracle = OracleSession(task, item_options=item_options, item_refs=item_refs, said_order=said_order)
+                 item_options: bool = True, item_refs: bool = False, payment_refs: bool = False,
+                 said_order: bool = False) -> None:
+        self.oracle = OracleSession(task, item_options=item_options, item_refs=item_refs, payment_refs=payment_refs,
+                                    said_order=said_order)
         self.wordings = wordings
         self.held: Message | None = None
         self.asked: set[tuple[str, str]] = set()  # (goal id, slot) already asked
@@ -116,7 +122,8 @@ class TeacherSession:
             return msg
         self.wrong_first = False
         self.held = msg
-        return text_message(proposal(wrong, messages, self.oracle.item_options, self.oracle.item_refs))
+        return text_message(proposal(wrong, messages, self.oracle.item_options, self.oracle.item_refs,
+                                     self.oracle.payment_refs))
 
     def _ask_next(self, msg: Message, messages: list[Message]) -> Message | None:
         """A question for the first fact `msg` relies on that the customer has not said, if any."""

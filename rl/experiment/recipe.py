@@ -130,6 +130,13 @@ class ExperimentRecipe(BaseModel):
     # `item_refs`): the teacher writes "the Electric Kettle (item 1234567890)", the model reads and
     # writes "the <num_3>", and the customer reads the product name and id. Only with refs.
     item_refs: bool = False
+    # Whether a user record shows each payment method's description and the agent's free text names a
+    # payment method by its reference (rl/chat/views.py `payment_refs`): the teacher writes "your Visa
+    # card ending in 1234 (credit_card_4421486)", the model reads and writes "your <payment_1>", the
+    # customer reads the card and its last four digits. The compact record shows payment ids alone, so
+    # a student cannot tell a card from a gift card and wrote "your gift card" for every refund. Only
+    # with refs.
+    payment_refs: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -202,7 +209,8 @@ class ExperimentRecipe(BaseModel):
                         copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
                         copy_product_names=self.copy_product_names and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
-                        item_refs=self.item_refs and self.refs, system_prompt=self.system_prompt)
+                        item_refs=self.item_refs and self.refs, payment_refs=self.payment_refs and self.refs,
+                        system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:
         """The recipe's view with the person names it shows as references: the seed catalog's first

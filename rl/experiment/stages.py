@@ -99,7 +99,7 @@ class Stages:
 
         teacher = TeacherPolicy(corrections=corrections, wordings=getattr(user, "wordings", None),
                                 item_options=self.recipe.teacher_item_options, item_refs=self.recipe.view.item_refs,
-                                said_order=self.recipe.teacher_said_order)
+                                payment_refs=self.recipe.view.payment_refs, said_order=self.recipe.teacher_said_order)
         records = self.env.run(collect_real_tool_trajectories(
             tasks, teacher, user, self.env.pool, self.env.cache,
             concurrency=16, source=f"real_tools:teacher+{user.name}"))

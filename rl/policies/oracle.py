@@ -65,12 +65,13 @@ def hasty_policy(arg: str = "", **options: Any) -> OraclePolicy:
 
 class OracleSession:
     def __init__(self, task: Task, *, hasty: bool = False, static: bool = False, item_options: bool = True,
-                 item_refs: bool = False, said_order: bool = False) -> None:
+                 item_refs: bool = False, payment_refs: bool = False, said_order: bool = False) -> None:
         self.task = task
         # a call writes an address's fields in the order the customer said them (phrasing.in_said_order)
         self.said_order = said_order
         self.item_options = item_options  # proposals name items with their options (rl/policies/wording.py)
         self.item_refs = item_refs  # ... or by product and item id, for a view with `item_refs`
+        self.payment_refs = payment_refs  # payment methods named with their ids, for a view with `payment_refs`
         self.hasty = hasty
         self.static = static
         self.name = "hasty" if hasty else "oracle"
@@ -205,7 +206,7 @@ class OracleSession:
             return self._call(action)
         if g.outcome == "refuse" or g.action is None:
             self.phase = "refused"
-            return text_message(f"I'm sorry, but I can't {W.refusal(g, messages)}: {g.explain}.")
+            return text_message(f"I'm sorry, but I can't {W.refusal(g, messages, self.payment_refs)}: {g.explain}.")
         if self.static:  # the customer said everything up front and answers nothing: act on it
             self.phase = "acting"
             return self._call(g.action)
@@ -218,7 +219,7 @@ class OracleSession:
     def _propose(self, g: Goal, messages: list[Message]) -> Message:
         self.phase = "proposed"
         assert g.action is not None
-        return text_message(W.proposal(g.action, messages, self.item_options, self.item_refs))
+        return text_message(W.proposal(g.action, messages, self.item_options, self.item_refs, self.payment_refs))
 
 
 def _call_name(messages: list[Message], call_id: Any) -> str | None:

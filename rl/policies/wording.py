@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rl.chat.views import item_mention
+from rl.chat.views import item_mention, payment_description, payment_mention
 from rl.tasks.phrasing import address_text, items_text, join_and, order_ref, payment_text
 from rl.tasks.schema import Action, Goal
 
@@ -57,10 +57,15 @@ def _items(ids: list[str], items: dict[str, dict], options: bool = True, refs: b
     return items_text(known)
 
 
-def _pay(pm_id: str, pms: dict[str, dict]) -> str:
+def _pay(pm_id: str, pms: dict[str, dict], refs: bool = False) -> str:
+    """A payment method as a proposal names it: 'your Visa card ending in 1234', a gift card with its
+    id; with `refs`, every method with its id ('your PayPal account (paypal_7732922)'), the mention a
+    view with `payment_refs` shows as the method's reference."""
     pm = pms.get(pm_id)
     if pm is None:
         return f"payment method {pm_id}"
+    if refs:
+        return "your " + payment_mention(payment_description(pm), pm_id)
     n_gift = sum(1 for p in pms.values() if p.get("source") == "gift_card")
     text = payment_text(pm, n_gift).replace("my ", "your ", 1)
     return text + (f" ({pm_id})" if pm.get("source") == "gift_card" else "")
@@ -69,11 +74,13 @@ def _pay(pm_id: str, pms: dict[str, dict]) -> str:
 REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (bench/reason_probe.py)
 
 
-def describe(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False) -> str:
+def describe(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False,
+             payment_refs: bool = False) -> str:
     """`action` in words, from the records `messages` showed. Without `item_options`, items are named
     by their product alone: a view that shows an order's items by name only (the compact view) gives
     a model nothing to copy their options from. With `item_refs`, the items an action takes away
-    are named by product and item id (`_items`); the new variants of a swap keep their options."""
+    are named by product and item id (`_items`); the new variants of a swap keep their options. With
+    `payment_refs`, payment methods are named with their ids (`_pay`)."""
     items, pms = _records(messages)
     a = action.arguments
     ref = order_ref(str(a.get("order_id", "")))
@@ -83,10 +90,10 @@ def describe(action: Action, messages: list[Message], item_options: bool = True,
     if n == "modify_pending_order_address":
         return f"change the shipping address of order {ref} to {address_text(a)}"
     if n == "modify_pending_order_payment":
-        return f"change the payment method of order {ref} to {_pay(a['payment_method_id'], pms)}"
+        return f"change the payment method of order {ref} to {_pay(a['payment_method_id'], pms, payment_refs)}"
     if n == "modify_user_address":
         return f"update your default address to {address_text(a)}"
-    pay = _pay(str(a.get("payment_method_id")), pms)
+    pay = _pay(str(a.get("payment_method_id")), pms, payment_refs)
     old = _items(list(a.get("item_ids", [])), items, item_options, item_refs)
     if n == "return_delivered_order_items":
         return f"return {old} from order {ref}, with the refund going to {pay}"
@@ -99,13 +106,15 @@ def describe(action: Action, messages: list[Message], item_options: bool = True,
     return f"run {n} with {json.dumps(a)}"
 
 
-def proposal(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False) -> str:
+def proposal(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False,
+             payment_refs: bool = False) -> str:
     """The request for the customer's yes before `action` (the cold-start teacher's wrong proposals
     say the same, so that only the action differs)."""
-    return f"To confirm, I will {describe(action, messages, item_options, item_refs)}. Do you confirm (yes/no)?"
+    return f"To confirm, I will {describe(action, messages, item_options, item_refs, payment_refs)}. " \
+        "Do you confirm (yes/no)?"
 
 
-def refusal(goal: Goal, messages: list[Message]) -> str:
+def refusal(goal: Goal, messages: list[Message], payment_refs: bool = False) -> str:
     """What the oracle cannot do, in a few words."""
     a = goal.action
     if a is None:
@@ -115,8 +124,9 @@ def refusal(goal: Goal, messages: list[Message]) -> str:
         return f"cancel order {ref}"
     if a.name == "return_delivered_order_items":
         _, pms = _records(messages)
-        return f"send the refund for order {ref} to {_pay(str(a.arguments.get('payment_method_id')), pms)}"
-    return describe(a, messages)
+        pay = _pay(str(a.arguments.get("payment_method_id")), pms, payment_refs)
+        return f"send the refund for order {ref} to {pay}"
+    return describe(a, messages, payment_refs=payment_refs)
 
 
 def report(goal: Goal, messages: list[Message]) -> str:

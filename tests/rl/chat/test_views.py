@@ -217,3 +217,40 @@ def test_with_item_refs_free_text_names_a_looked_up_item_by_its_reference():
     assert "Dumbbell Set (item <num_" in plain.show(text)
     assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
     assert ChatView.from_manifest({k: v for k, v in view.describe().items() if k != "item_refs"}).item_refs is False
+
+
+def test_with_payment_refs_a_user_record_describes_its_methods_and_free_text_names_one_by_reference():
+    view = ChatView(compact_schemas=True, compact_results=True, refs=True, payment_refs=True)
+    refs = view.conversation()
+    user = {"name": {"first_name": "Ann", "last_name": "Lee"}, "orders": ["#W1234567"], "address": {},
+            "payment_methods": {"paypal_7732922": {"source": "paypal", "id": "paypal_7732922"},
+                                "credit_card_4421486": {"source": "credit_card", "brand": "visa", "last_four": "1234",
+                                                        "id": "credit_card_4421486"},
+                                "gift_card_5550001": {"source": "gift_card", "balance": 20, "id": "gift_card_5550001"}}}
+    compact = view.result(json.dumps(user))
+    assert json.loads(compact)["payment_methods"] == {"credit_card_4421486": "Visa card ending in 1234",
+                                                      "gift_card_5550001": "gift card",
+                                                      "paypal_7732922": "PayPal account"}
+    shown_user = refs.show(compact)
+    card, paypal, gift = (refs.index[i] for i in ("credit_card_4421486", "paypal_7732922", "gift_card_5550001"))
+    assert f'"{card}":"Visa card ending in <num_' in shown_user and f'"{paypal}":"PayPal account"' in shown_user
+    # the teacher's mention of each method is its reference alone, and the model's reference reads back as it
+    text = ("To confirm, I will return the Lamp from order #W1234567, with the refund going to your Visa card "
+            "ending in 1234 (credit_card_4421486). Or your PayPal account (paypal_7732922), or your gift card "
+            "(gift_card_5550001)?")
+    shown = refs.show(text)
+    assert shown == (f"To confirm, I will return the Lamp from order <order_1>, with the refund going to your {card}. "
+                     f"Or your {paypal}, or your {gift}?")
+    assert refs.expand(shown) == text
+    # in a call the reference is the bare id
+    call = f'<tool_call>\n{{"name": "x", "arguments": {{"payment_method_id": "{card}"}}}}\n</tool_call>'
+    assert refs.expand(call) == call.replace(card, "credit_card_4421486")
+    # without the setting: ids alone in the record, and the mention keeps its words
+    plain_view = ChatView(compact_results=True, refs=True)
+    plain = plain_view.conversation()
+    assert json.loads(plain_view.result(json.dumps(user)))["payment_methods"] == sorted(user["payment_methods"])
+    plain.show(plain_view.result(json.dumps(user)))
+    assert "your Visa card ending in <num_" in plain.show(text)
+    assert ChatView.from_manifest(json.loads(json.dumps(view.describe()))) == view
+    older = {k: v for k, v in view.describe().items() if k != "payment_refs"}
+    assert ChatView.from_manifest(older).payment_refs is False

@@ -154,3 +154,37 @@ async def test_with_said_order_the_teachers_address_calls_follow_the_customers_s
     assert not any([k for k in call if k in fields] == fields for call in address_calls(plain))
     # the same calls, values and all: only the order of the fields differs
     assert address_calls(said) == address_calls(plain)
+
+
+async def test_with_payment_refs_the_teachers_refunds_name_the_method_the_view_shows_as_its_reference(
+        test_dbs, tau_retail):
+    kinds = ["return", "haggle_cancel", "multi_cancel_return", "refuse_refund_card"]
+    tasks = generate_tasks(tau_retail, 12, 5, snapshot="tau-retail", categories=kinds)
+    plain, refs = await _play(test_dbs, tau_retail, tasks, "teacher_payment_refs",
+                              (TeacherPolicy(), VariedCustomer()), (TeacherPolicy(payment_refs=True), VariedCustomer()))
+    for records in (plain, refs):  # the customer recognises the refund's method in both wordings
+        kept, why = filter_records(records, write_tool_names())
+        assert len(kept) == len(records) == len(tasks), why
+
+    def refunds(records):
+        return [m["content"] for r in records for m in r["messages"]
+                if m["role"] == "assistant" and is_proposal(m) and "with the refund going to" in m["content"]]
+
+    assert len(refunds(refs)) == len(refunds(plain)) >= 6
+    assert all(re.search(r"refund going to your .+ \((credit_card|paypal|gift_card)_\d+\)\.", p) for p in refunds(refs))
+    assert not any(re.search(r"\((credit_card|paypal)_\d+\)", p) for p in refunds(plain))
+    # the view shows each as the reference the return call writes
+    view = ChatView(compact_schemas=True, compact_results=True, refs=True, payment_refs=True)
+    matched = 0
+    for record in refs:
+        shown = view.messages(record["messages"])
+        said = [m["content"] for m in shown
+                if m["role"] == "assistant" and "with the refund going to" in (m["content"] or "")]
+        called = [json.loads(c["function"]["arguments"])["payment_method_id"] for m in shown
+                  for c in m.get("tool_calls") or () if c["function"]["name"] == "return_delivered_order_items"]
+        for text in said:
+            assert re.search(r"refund going to your <payment_\d+>\.", text), text
+        if said and called:
+            assert said[-1].split("your ")[-1].split(".")[0] == called[-1]
+            matched += 1
+    assert matched >= 4
