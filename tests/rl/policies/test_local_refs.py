@@ -49,3 +49,31 @@ def test_the_model_reads_references_and_its_call_is_expanded():
     seen = decode(tok, policy.pop_trace("e").input_ids)
     assert "Hi, I'm <name_1> <name_2> (<email_1>); where is order <order_1>?" in seen
     assert "#W7654321" not in seen and "ann.lee" not in seen
+
+
+class _FixedRefund(LocalPolicy):
+    def _generate(self, prompts, episode_ids=None, grammars=None, shown=None, said=None, products=None):
+        ids = encode(self.tok, "The refund goes to your <payment_1>.") + [self.tok.eos_token_id]
+        return [(ids, [0.0] * len(ids)) for _ in prompts]
+
+
+def test_with_payment_refs_the_model_reads_payment_descriptions_and_its_reference_reads_as_the_method():
+    view = ChatView(compact_results=True, refs=True, payment_refs=True)
+    tok = _tok()
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64))
+    policy = _FixedRefund(model, tok, max_new_tokens=8, view=view, adopt_history=True)
+    user = {"name": {"first_name": "Ann", "last_name": "Lee"}, "orders": ["#W7654321"], "address": {},
+            "payment_methods": {"paypal_7732922": {"source": "paypal", "id": "paypal_7732922"},
+                                "credit_card_4421486": {"source": "credit_card", "brand": "mastercard",
+                                                        "last_four": "9876", "id": "credit_card_4421486"}}}
+    msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "Refund my card, please."},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_user_details", "arguments": json.dumps({"user_id": "ann_lee_1234"})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps(user)}]
+    reply = asyncio.run(policy.act("e", msgs))
+    # what the customer reads: the card as a person names it, with its id
+    assert reply["content"] == "The refund goes to your Mastercard card ending in 9876 (credit_card_4421486)."
+    seen = decode(tok, policy.pop_trace("e").input_ids)
+    assert '"<payment_1>":"Mastercard card ending in <num_1>"' in seen and '"<payment_2>":"PayPal account"' in seen
+    assert "credit_card_4421486" not in seen
