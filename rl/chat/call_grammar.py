@@ -142,6 +142,16 @@ class ToolCallGrammar:
         kinds = {m.group(1) for r in refs if (m := REF_PATTERN.fullmatch(r))}
         names = frozenset(n for n in self.schemas if self.needs(n) <= kinds
                           and ("user" in kinds or n not in self.needs_customer))
+        return self._subset(names)
+
+    def without(self, tools: frozenset[str]) -> ToolCallGrammar:
+        """This grammar with none of `tools` callable (a view with `writes_after_proposal` takes
+        the write tools away until the agent has asked the customer to confirm). Itself when none
+        of them is offered or nothing else would be left; cached like `for_shown`."""
+        return self._subset(frozenset(self.schemas) - tools)
+
+    def _subset(self, names: frozenset[str]) -> ToolCallGrammar:
+        """This grammar with only `names` callable (itself for all of them, or for none)."""
         if names == frozenset(self.schemas) or not names:
             return self
         sub = self._subsets.get(names)

@@ -256,6 +256,10 @@ class ChatView:
     # with refs: user records show payment descriptions, and free text names a payment method by its
     # reference (`RefTable` above)
     payment_refs: bool = False
+    # with constrain_calls: no call of a write tool unless the agent's last message in words asked
+    # the customer to confirm a change (rl/policies/local.py `asked_to_confirm`), and none after a
+    # write until it asks again: the store policy's "describe it and ask to confirm" as a grammar
+    writes_after_proposal: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -352,7 +356,7 @@ class ChatView:
                 "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
                 "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
-                "system_prompt": self.system_prompt}
+                "writes_after_proposal": self.writes_after_proposal, "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -372,6 +376,7 @@ class ChatView:
                    copy_product_names=bool(view.get("copy_product_names")),
                    identified_calls=bool(view.get("identified_calls")),
                    item_refs=bool(view.get("item_refs")), payment_refs=bool(view.get("payment_refs")),
+                   writes_after_proposal=bool(view.get("writes_after_proposal")),
                    system_prompt=view.get("system_prompt"))
 
 

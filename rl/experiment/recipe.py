@@ -137,6 +137,11 @@ class ExperimentRecipe(BaseModel):
     # a student cannot tell a card from a gift card and wrote "your gift card" for every refund. Only
     # with refs.
     payment_refs: bool = False
+    # No call of a write tool unless the agent's last message in words asked the customer to confirm
+    # a change, and none after a write until it asks again (rl/chat/views.py `writes_after_proposal`):
+    # held out, the models wrote the right address without asking (session 41, `dev-payrefs`). Only
+    # with constrain_calls.
+    writes_after_proposal: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -210,6 +215,7 @@ class ExperimentRecipe(BaseModel):
                         copy_product_names=self.copy_product_names and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
                         item_refs=self.item_refs and self.refs, payment_refs=self.payment_refs and self.refs,
+                        writes_after_proposal=self.writes_after_proposal and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

@@ -31,7 +31,8 @@ tokens to close), with references its identifiers are ones the conversation has 
 of the view's `copied_params` (a new address) are spans of the customer's messages (with
 `copy_said_numbers`, so is the rest of a phrase its free text began with a number the customer
 said; with `copy_product_names`, a capitalised word after "the " in its free text is a product
-name the conversation's lookups showed); the trace
+name the conversation's lookups showed; with `writes_after_proposal`, a write tool is callable only
+right after the agent asked the customer to confirm, `asked_to_confirm`); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -58,7 +59,7 @@ from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
 from rl.policies.admission import episode_key
-from rl.tasks.tools_meta import NEEDS_CUSTOMER
+from rl.tasks.tools_meta import NEEDS_CUSTOMER, WRITE_TOOLS
 
 MALFORMED_TOOL = "malformed_tool_call"
 
@@ -69,6 +70,21 @@ def malformed_error(call: dict[str, Any]) -> str | None:
     if fn.get("name") != MALFORMED_TOOL:
         return None
     return str(call.get("error") or "Error: malformed tool call")
+
+
+def asked_to_confirm(messages: list[dict[str, Any]]) -> bool:
+    """Whether the agent's last message in words asked the customer to confirm a change (the store
+    policy's "(yes/no)" form) and no write has been called since: with the view's
+    `writes_after_proposal`, only then may it call a write tool."""
+    for m in reversed(messages):
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls") or ()
+        if any((c.get("function") or {}).get("name") in WRITE_TOOLS for c in calls):
+            return False
+        if m.get("content") and not calls:
+            return "(yes/no)" in str(m["content"])
+    return False
 
 
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
@@ -191,6 +207,8 @@ class LocalPolicy:
             return {"role": "assistant", "content": "", "truncated": True}
         fut = asyncio.get_running_loop().create_future()
         grammar = self._grammar(call_tools or tools)
+        if grammar is not None and self.view.writes_after_proposal and not asked_to_confirm(messages):
+            grammar = grammar.without(WRITE_TOOLS)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
