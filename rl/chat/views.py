@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rl.chat.format import compact_tools
+from rl.tasks.phrasing import payment_description
 
 # Reference kinds, in the order they are tried on a word, with how many references of each kind a
 # conversation can hold (a value beyond that is shown as it is).
@@ -65,19 +66,6 @@ _CALL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)  # a ca
 
 # a payment method as free text names it under `payment_refs` (the teacher writes it, the view collapses it)
 PAYMENT_MENTION = "{description} ({pm_id})"
-
-
-def payment_description(pm: dict[str, Any]) -> str:
-    """How an agent names a payment method record: 'Visa card ending in 1234', 'PayPal account',
-    'gift card' (a customer's own words for it, rl/tasks/phrasing.py `payment_text`, less the 'my')."""
-    source = pm.get("source")
-    if source == "credit_card":
-        return f"{str(pm.get('brand', 'credit')).title()} card ending in {pm.get('last_four')}"
-    if source == "paypal":
-        return "PayPal account"
-    if source == "gift_card":
-        return "gift card"
-    return "payment method"
 
 
 def payment_mention(description: str, pm_id: str) -> str:

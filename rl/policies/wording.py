@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rl.chat.views import item_mention, payment_description, payment_mention
-from rl.tasks.phrasing import address_text, items_text, join_and, order_ref, payment_text
+from rl.chat.views import item_mention, payment_mention
+from rl.tasks.phrasing import address_text, items_text, join_and, order_ref, payment_description, payment_text
 from rl.tasks.schema import Action, Goal
 
 VERB = {"exchange": "exchange", "modify_items": "change", "return": "return"}

@@ -60,15 +60,28 @@ def items_text(items: list[dict[str, Any]]) -> str:
     return join_and([item_text(i) for i in items])
 
 
-def payment_text(pm: dict[str, Any], n_gift_cards: int = 1) -> str:
-    """How a customer names a payment method (a card by brand and last four digits)."""
+PAYMENT_SOURCES = ("credit_card", "paypal", "gift_card")
+
+
+def payment_description(pm: dict[str, Any]) -> str:
+    """A payment method record in words, whoever speaks: 'Visa card ending in 1234', 'PayPal
+    account', 'gift card' ('payment method' for a source the store does not have)."""
     source = pm.get("source")
     if source == "credit_card":
-        return f"my {str(pm.get('brand', 'credit')).title()} card ending in {pm.get('last_four')}"
+        return f"{str(pm.get('brand', 'credit')).title()} card ending in {pm.get('last_four')}"
     if source == "paypal":
-        return "my PayPal account"
+        return "PayPal account"
     if source == "gift_card":
-        return "my gift card" if n_gift_cards <= 1 else f"my gift card {pm['id']}"
+        return "gift card"
+    return "payment method"
+
+
+def payment_text(pm: dict[str, Any], n_gift_cards: int = 1) -> str:
+    """How a customer names a payment method (a card by brand and last four digits)."""
+    if pm.get("source") == "gift_card" and n_gift_cards > 1:
+        return f"my gift card {pm['id']}"
+    if pm.get("source") in PAYMENT_SOURCES:
+        return "my " + payment_description(pm)
     return f"payment method {pm.get('id')}"
 
 
