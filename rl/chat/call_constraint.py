@@ -8,7 +8,9 @@ words to the end of their phrase (`held_copy`, rl/chat/copy_spans.py: a confirma
 house number names the customer's street, not one the model makes up); with `products` (per row, the
 product names its conversation's lookups showed), a capitalised word after "the " in free text is
 one of those names (rl/chat/product_names.py: a return proposal names a product of the order, not
-the one the model saw most in training)."""
+the one the model saw most in training); with `proposal`, free text that writes "To confirm, I
+will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/chat/
+proposal_template.py), the other masks narrowing its slots where they agree with it."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ import torch
 from rl.chat.call_states import CopiedString, State
 from rl.chat.copy_spans import held_copy, said_spans
 from rl.chat.product_names import open_slot
+from rl.chat.proposal_template import TRIGGER, ProposalTemplate
+from rl.chat.proposal_template import State as ProposalState
 
 if TYPE_CHECKING:
     from rl.chat.call_grammar import ToolCallGrammar
@@ -32,12 +36,17 @@ class CallConstraint:
     write only the reference tokens its conversation has shown. With `copy_numbers` (and `said`), a
     row outside a call that has begun a number the customer said copies the rest of their phrase
     (`ToolCallGrammar.text_copy_mask`). With `products`, a row outside a call names only those
-    products after "the " (`ToolCallGrammar.product_mask`)."""
+    products after "the " (`ToolCallGrammar.product_mask`). With `proposal`, a row outside a call
+    that has written `TRIGGER` is held to the proposal templates until one is complete
+    (`ProposalTemplate.mask`; inside a new address, to the customer's words where they fit:
+    `address_mask`); a shown-references, copy or product mask that leaves a token the template
+    allows narrows it further, one that leaves none is dropped (the template wins)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
                  said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
-                 copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None) -> None:
+                 copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None,
+                 proposal: ProposalTemplate | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -49,7 +58,11 @@ class CallConstraint:
         self.products = list(products) if products is not None else [None] * len(grammars)
         if len(self.products) != len(grammars):
             raise ValueError("one list of shown product names per row")
-        self.free = [""] * len(grammars)  # the free text of each row so far (with `copy_numbers` or `products`)
+        # the free text of each row so far (with `copy_numbers`, `products` or `proposal`)
+        self.free = [""] * len(grammars)
+        self.proposal = proposal
+        self.proposing: list[ProposalState | None] = [None] * len(grammars)  # a row's template state while in one
+        self.piece = [""] * len(grammars)  # the address piece a proposing row is writing
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -65,13 +78,18 @@ class CallConstraint:
                   if s is None and self.copy_numbers and (m := self._text_copy(i)) is not None}
         named = {i: m for i, s in enumerate(self.states)
                  if s is None and self.products[i] is not None and (m := self._product(i)) is not None}
+        proposing = {i for i, s in enumerate(self.states) if s is None and self.proposing[i] is not None}
         free = [i for i, s in enumerate(self.states)
-                if s is None and (self.unshown[i] is not None or i in copies or i in named)]
+                if s is None and (self.unshown[i] is not None or i in copies or i in named or i in proposing)]
         self.masked = []
         if not rows and not free:
             return logits
         out = logits.clone()
         for i in free:
+            if i in proposing:
+                _keep_only(out, i, self._proposal_mask(i, copies.get(i), named.get(i)))
+                self.masked.append(i)
+                continue
             ids = self.unshown[i]
             if ids is not None:
                 out[i, ids.to(out.device)] = float("-inf")
@@ -99,6 +117,31 @@ class CallConstraint:
                 self.masked.append(i)
         return out
 
+    def _proposal_mask(self, row: int, copy: torch.Tensor | None, named: torch.Tensor | None) -> torch.Tensor:
+        """What a row inside a proposal template may write: the template's tokens, narrowed by
+        the customer's words in an address, the shown references, a copy in progress and a
+        product slot, each where it leaves a token."""
+        assert self.proposal is not None
+        state = self.proposing[row]
+        assert state is not None
+        allowed = self.proposal.mask(state)
+        if self.said[row] and self.proposal.in_address(state):
+            spans = self.proposal.address_mask(state, self.piece[row], self.said[row])
+            if spans is not None:
+                allowed = spans
+        narrower = []
+        unshown = self.unshown[row]
+        if unshown is not None:
+            shown = torch.ones_like(allowed)
+            shown[unshown] = False
+            narrower.append(shown)
+        narrower += [m for m in (copy, named) if m is not None]
+        for m in narrower:
+            both = allowed & m
+            if bool(both.any()):
+                allowed = both
+        return allowed
+
     def _text_copy(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row in the middle of copying the customer's words, else None."""
         g, said = self.grammars[row], self.said[row]
@@ -123,14 +166,34 @@ class CallConstraint:
         if s is None:
             if token_id == g.open_id:
                 self.states[row], self.written[row] = g.start(), ""
-            elif (self.copy_numbers or self.products[row] is not None) and 0 <= token_id < g.vocab_size:
-                self.free[row] += g.texts[token_id] or ""
+            elif (self.copy_numbers or self.products[row] is not None or self.proposal is not None) \
+                    and 0 <= token_id < g.vocab_size:
+                text = g.texts[token_id] or ""
+                self.free[row] += text
+                if self.proposal is not None:
+                    self._follow_proposal(row, text)
         elif token_id == g.close_id:
             self.states[row] = None
         else:
             self.states[row] = g.advance(s, token_id)
             if 0 <= token_id < g.vocab_size:
                 self.written[row] += g.texts[token_id] or ""
+
+
+    def _follow_proposal(self, row: int, text: str) -> None:
+        """Advance a row's proposal template by `text`, or start one when `text` completed the
+        trigger (the rest of the token is the template's first characters)."""
+        assert self.proposal is not None
+        state = self.proposing[row]
+        if state is None:
+            free = self.free[row]
+            at = free.find(TRIGGER, max(0, len(free) - len(text) - len(TRIGGER) + 1))
+            if at < 0:
+                return
+            state, text, self.piece[row] = self.proposal.start(), free[at + len(TRIGGER):], ""
+        state, self.piece[row] = self.proposal.follow(state, self.piece[row], text)
+        # complete, or left every template (a token no mask held it to): free text again
+        self.proposing[row] = None if not state or self.proposal.done(state) else state
 
 
 def _keep_only(logits: torch.Tensor, row: int, allowed: torch.Tensor) -> None:

@@ -28,6 +28,7 @@ from rl.chat.copy_spans import SaidSpans, said_spans
 from rl.chat.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from rl.chat.lru import LRUCache
 from rl.chat.product_names import allowed_tokens, slots_fit
+from rl.chat.proposal_template import ProposalTemplate
 from rl.chat.views import REF_PATTERN
 
 __all__ = ["DEAD", "END", "CallConstraint", "State", "ToolCallGrammar", "grammar_key"]
@@ -91,6 +92,7 @@ class ToolCallGrammar:
                                                               strict=True)
                                         if REF_PATTERN.fullmatch(t) and i is not None and i < self.vocab_size}
         self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
+        self._templates: dict[bool, ProposalTemplate] = {}  # shared with the subsets (same token texts)
         self._reset_caches()
 
     def _reset_caches(self) -> None:
@@ -192,6 +194,14 @@ class ToolCallGrammar:
             return torch.tensor(ids, dtype=torch.long) if ids else None
 
         return self._shown_masks.get_or_make(("unshown", refs), make)
+
+    def proposal_template(self, payment_refs: bool) -> ProposalTemplate:
+        """The proposal templates over this grammar's tokens (rl/chat/proposal_template.py), with
+        payment methods named by reference or in words; built once and shared with its subsets."""
+        template = self._templates.get(payment_refs)
+        if template is None:
+            template = self._templates[payment_refs] = ProposalTemplate(self.texts, self._trie, payment_refs)
+        return template
 
     # ------------------------------------------------------------------ copied values
     @functools.cached_property

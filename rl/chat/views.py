@@ -248,6 +248,9 @@ class ChatView:
     # the customer to confirm a change (rl/policies/local.py `asked_to_confirm`), and none after a
     # write until it asks again: the store policy's "describe it and ask to confirm" as a grammar
     writes_after_proposal: bool = False
+    # with constrain_calls: free text that writes "To confirm, I will" goes on in one of the
+    # teacher's proposal templates, only its slots chosen (rl/chat/proposal_template.py)
+    proposal_template: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -344,7 +347,8 @@ class ChatView:
                 "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
                 "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
-                "writes_after_proposal": self.writes_after_proposal, "system_prompt": self.system_prompt}
+                "writes_after_proposal": self.writes_after_proposal, "proposal_template": self.proposal_template,
+                "system_prompt": self.system_prompt}
 
     @classmethod
     def from_manifest(cls, view: dict[str, Any] | None) -> ChatView:
@@ -365,6 +369,7 @@ class ChatView:
                    identified_calls=bool(view.get("identified_calls")),
                    item_refs=bool(view.get("item_refs")), payment_refs=bool(view.get("payment_refs")),
                    writes_after_proposal=bool(view.get("writes_after_proposal")),
+                   proposal_template=bool(view.get("proposal_template")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -142,6 +142,11 @@ class ExperimentRecipe(BaseModel):
     # held out, the models wrote the right address without asking (session 41, `dev-payrefs`). Only
     # with constrain_calls.
     writes_after_proposal: bool = False
+    # free text that writes "To confirm, I will" goes on in one of the teacher's proposal templates
+    # (rl/chat/proposal_template.py): the model chooses the action and fills the slots (order,
+    # reason, items, address pieces from the customer's words, payment method), the fixed words
+    # are forced; decoding only; only with constrain_calls
+    proposal_template: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -216,6 +221,7 @@ class ExperimentRecipe(BaseModel):
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,
                         item_refs=self.item_refs and self.refs, payment_refs=self.payment_refs and self.refs,
                         writes_after_proposal=self.writes_after_proposal and self.constrain_calls,
+                        proposal_template=self.proposal_template and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

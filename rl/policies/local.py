@@ -32,7 +32,8 @@ of the view's `copied_params` (a new address) are spans of the customer's messag
 `copy_said_numbers`, so is the rest of a phrase its free text began with a number the customer
 said; with `copy_product_names`, a capitalised word after "the " in its free text is a product
 name the conversation's lookups showed; with `writes_after_proposal`, a write tool is callable only
-right after the agent asked the customer to confirm, `asked_to_confirm`); the trace
+right after the agent asked the customer to confirm, `asked_to_confirm`; with `proposal_template`,
+a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -210,7 +211,8 @@ class LocalPolicy:
         if grammar is not None and self.view.writes_after_proposal and not asked_to_confirm(messages):
             grammar = grammar.without(WRITE_TOOLS)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
-        copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers)
+        copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers
+                                           or self.view.proposal_template)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
         self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else (),
                                     products, ep.key))
@@ -408,9 +410,7 @@ class LocalPolicy:
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
             streams=streams if len(streams) == len(prompts) else None,
-            constraint=CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
-                                      copy_numbers=self.view.copy_said_numbers, products=products)
-            if grammars and any(grammars) else None,
+            constraint=self._constraint(grammars, shown, said, products) if grammars and any(grammars) else None,
             call_overrun=overrun)
         if was_training:
             self.model.train()
@@ -429,6 +429,17 @@ class LocalPolicy:
         self.stats.seconds += time.perf_counter() - start
         return [(g.ids, g.logprobs, g.constrained) for g in gens]
 
+
+    def _constraint(self, grammars: list[ToolCallGrammar | None], shown: list[frozenset[str] | None] | None,
+                    said: list[tuple[str, ...]] | None,
+                    products: list[tuple[str, ...] | None] | None) -> CallConstraint:
+        """The decoding constraint of one batch under this policy's view."""
+        template = None
+        if self.view.proposal_template:
+            base = next(g for g in grammars if g is not None)
+            template = base.proposal_template(self.view.payment_refs)
+        return CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
+                              copy_numbers=self.view.copy_said_numbers, products=products, proposal=template)
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -1,0 +1,112 @@
+"""The proposal templates: what the teacher says after "To confirm, I will" is in them, a broken
+proposal is not, the fixed words are forced token by token, a reference is one whole token, and a
+new address is held piece by piece to what the customer said."""
+
+import pytest
+
+from rl.chat.call_grammar import ToolCallGrammar
+from rl.chat.format import render_conversation
+from rl.chat.proposal_template import TRIGGER
+from rl.chat.views import ChatView
+from rl.models.tokenizer import encode, train_bpe
+
+TOOLS = [{"type": "function", "function": {"name": "get_order_details", "parameters": {
+    "type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}}}]
+CANCEL = " cancel order <order_1> with the reason 'no longer needed'; the refund goes to the original payment" \
+         ". Do you confirm (yes/no)?"
+ADDRESS = " change the shipping address of order <order_2> to <num_3> Sunset Boulevard, Suite <num_4>, Austin, " \
+          "TX <num_5>, USA. Do you confirm (yes/no)?"
+RETURN = " return the Water Bottle, the LED Light Bulb and the T-Shirt from order <order_1>, with the refund " \
+         "going to your <payment_1>. Do you confirm (yes/no)?"
+EXCHANGE = " exchange the Water Bottle (color: blue) from order <order_1> for the Water Bottle (color: red, " \
+           "capacity: 1000ml), settling any price difference with your <payment_2>. Do you confirm (yes/no)?"
+USER_ADDRESS = " update your default address to <num_3> Elm Street, Springfield, IL <num_5>, USA. Do you " \
+               "confirm (yes/no)?"
+PAYMENT = " change the payment method of order <order_1> to your <payment_2>. Do you confirm (yes/no)?"
+SWAP = " modify order <order_1>: swap the Desk Lamp for the Desk Lamp (color: black), settling any price " \
+       "difference with your <payment_1>. Do you confirm (yes/no)?"
+
+
+@pytest.fixture(scope="module")
+def grammar():
+    texts = [render_conversation([{"role": "user", "content": "my new address is <num_3> Elm Street, Springfield"},
+                                  {"role": "assistant", "content": TRIGGER + p}])
+             for p in (CANCEL, ADDRESS, RETURN, EXCHANGE, USER_ADDRESS, PAYMENT, SWAP)] * 5
+    tok = train_bpe(texts, vocab_size=600, extra_tokens=ChatView(refs=True).extra_tokens)
+    return ToolCallGrammar(TOOLS, tok, text_tokens=ChatView(refs=True).extra_tokens)
+
+
+@pytest.mark.parametrize("proposal", [CANCEL, ADDRESS, RETURN, EXCHANGE, USER_ADDRESS, PAYMENT, SWAP])
+def test_every_form_the_teacher_words_is_a_complete_proposal(grammar, proposal):
+    t = grammar.proposal_template(payment_refs=True)
+    state = t.consume(t.start(), proposal)
+    assert state and t.done(state)
+    assert not t.done(t.consume(t.start(), proposal[:-1]))  # not before its last character
+
+
+@pytest.mark.parametrize("broken", [
+    " return the refund going to the refund going to",  # the loop sampled returns fell into
+    " cancel order <order_1> with the reason 'lost it'",  # a reason the store does not take
+    " return the water bottle from order",  # a product is named by its capitalised name
+    " change the shipping address of order <order_1> to , Austin",  # an empty address piece
+    " return the Water Bottle from order <order_1>, with the refund going to your Visa card",  # by reference
+    "cancel order <order_1>",  # the space after the trigger
+])
+def test_a_broken_proposal_leaves_every_template(grammar, broken):
+    t = grammar.proposal_template(payment_refs=True)
+    assert not t.consume(t.start(), broken)
+
+
+def test_without_payment_refs_a_method_is_named_in_words(grammar):
+    t = grammar.proposal_template(payment_refs=False)
+    said = " return the Water Bottle from order <order_1>, with the refund going to your Visa card ending in 1234" \
+           ". Do you confirm (yes/no)?"
+    assert t.done(t.consume(t.start(), said))
+    assert grammar.proposal_template(payment_refs=False) is t  # built once per grammar
+
+
+def test_fixed_words_are_forced_and_references_are_whole_tokens(grammar):
+    t = grammar.proposal_template(payment_refs=True)
+    texts = grammar.texts
+    state = t.consume(t.start(), " cancel order")
+    allowed = [texts[i] for i in t.mask(state).nonzero().flatten().tolist()]
+    assert allowed and all(" <order_".startswith(x) or x.startswith("<order_") for x in allowed), allowed
+    state = t.consume(state, " ")
+    allowed = [texts[i] for i in t.mask(state).nonzero().flatten().tolist()]
+    assert allowed and all(x.startswith("<order_") and x.endswith(">") for x in allowed), allowed
+    assert "<" not in allowed and "<order_1>" in allowed
+    state = t.consume(state, "<order_1> with the reason '")
+    first = {texts[i][0] for i in t.mask(state).nonzero().flatten().tolist()}
+    assert first == {"n", "o"}  # "no longer needed" or "ordered by mistake"
+    # no special token inside a proposal: it is not cut by an end of turn or a tool call
+    assert not t.mask(state)[grammar.open_id] and not t.mask(state)[grammar.tokenizer.eos_token_id]
+
+
+def test_an_address_is_held_to_the_customers_words_piece_by_piece(grammar):
+    t = grammar.proposal_template(payment_refs=True)
+    said = ("My new address is <num_3> Elm Street, Springfield, IL <num_5>, USA.",)
+    state, piece = t.follow(t.start(), "", " change the shipping address of order <order_1> to <num_3>")
+    assert piece == "<num_3>" and t.in_address(state)
+    mask = t.address_mask(state, piece, said)
+    assert mask is not None
+    allowed = {grammar.texts[i] for i in mask.nonzero().flatten().tolist()}
+    assert " Elm" in allowed or " E" in allowed
+    assert not any(x.startswith(" Sun") or x.startswith(" Oak") for x in allowed)  # not what the customer said
+    state, piece = t.follow(state, piece, " Elm Street, Spring")
+    assert piece == "Spring"
+    allowed = {grammar.texts[i] for i in t.address_mask(state, piece, said).nonzero().flatten().tolist()}
+    assert allowed and all("field".startswith(x) or x.startswith("field") for x in allowed), allowed
+    # the customer has not said an address: the template alone holds the text
+    assert t.address_mask(state, piece, ("I want to change my address.",)) is None
+    # past the address the pieces no longer matter
+    state, piece = t.follow(state, piece, "field, IL <num_5>, USA.")
+    assert piece == "" and not t.in_address(state)
+
+
+def test_tokens_follow_the_template_as_characters_do(grammar):
+    t = grammar.proposal_template(payment_refs=True)
+    state = t.start()
+    for i in encode(grammar.tokenizer, RETURN):
+        assert t.mask(state)[i], grammar.texts[i]
+        state, _ = t.follow(state, "", grammar.texts[i])
+    assert t.done(state)

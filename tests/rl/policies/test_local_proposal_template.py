@@ -1,0 +1,75 @@
+"""With `proposal_template`, a local policy's proposal keeps the teacher's wording: a model that
+would break its proposal (a cancellation reason the store does not take, sampled or greedy) still
+writes a whole one, in the customer's reference, and the tokens chosen under the template are
+recorded as constrained (what GRPO trains on)."""
+
+import asyncio
+
+import pytest
+import torch
+
+from rl.chat.format import render_conversation
+from rl.chat.proposal_template import TRIGGER
+from rl.chat.views import ChatView
+from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
+from rl.models.tokenizer import encode, train_bpe
+from rl.policies.local import LocalPolicy
+
+TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
+    "type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}}}
+    for name in ("get_order_details", "cancel_pending_order")]
+PROPOSAL = TRIGGER + " cancel order <order_1> with the reason 'no longer needed'; the refund goes to the original " \
+                     "payment. Do you confirm (yes/no)?"
+BROKEN = TRIGGER + " cancel order <order_1> with the reason 'lost it, lost it, lost it'"
+VIEW = ChatView(refs=True, constrain_calls=True, shown_refs_in_text=True)
+
+
+def _tok():
+    texts = [render_conversation([{"role": "user", "content": f"cancel order <order_{i % 3 + 1}> please"},
+                                  {"role": "assistant", "content": PROPOSAL.replace("no longer needed", r)},
+                                  {"role": "assistant", "content": BROKEN}])
+             for i, r in enumerate(["no longer needed", "ordered by mistake"] * 10)]
+    return train_bpe(texts, vocab_size=500, extra_tokens=VIEW.extra_tokens)
+
+
+def _steer(model, tok) -> None:
+    """Make the model answer with the trigger and a reason the store does not take: a hook adds a
+    large logit to the token of `BROKEN` at each position of the reply (a real model's forward, a
+    preference it has for one text)."""
+    reply = encode(tok, BROKEN) + [tok.eos_token_id]
+    start = {}
+
+    def hook(module, args, kwargs, out):
+        pos = kwargs["position_ids"]
+        if pos.shape[1] > 1:  # the prompt: the reply starts after it
+            start["at"] = int(pos[0, -1]) + 1
+        k = int(pos[0, -1]) + 1 - start["at"]
+        out.logits[:, -1, reply[min(k, len(reply) - 1)]] += 12.0
+        return out
+
+    model.register_forward_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_a_model_that_breaks_its_proposal_writes_a_whole_one_under_the_template(greedy):
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."}]
+    _steer(model, tok)
+
+    def reply(view):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=120, view=view, greedy=greedy, seed=1)
+        out = asyncio.run(policy.act("e", msgs, TOOLS))
+        return out, policy.pop_trace("e")
+
+    free, _ = reply(VIEW)
+    assert free["content"].startswith(TRIGGER) and "(yes/no)" not in free["content"]
+    held, trace = reply(ChatView(**{**VIEW.__dict__, "proposal_template": True}))
+    said = held["content"]
+    proposal = said[: said.index("(yes/no)?") + len("(yes/no)?")]  # what follows it is free text again
+    assert proposal in (PROPOSAL.replace("<order_1>", "#W1234567"),
+                        PROPOSAL.replace("<order_1>", "#W1234567").replace("no longer needed", "ordered by mistake"))
+    assert len(trace.constrained) >= len(encode(tok, proposal[len(TRIGGER):])) - 2
