@@ -155,8 +155,12 @@ class CallConstraint:
         g, names = self.grammars[row], self.products[row]
         if g is None or names is None:
             return None
-        slot = open_slot(self.free[row], names)
-        return g.product_mask(slot, names) if slot is not None else None
+        # inside a proposal a name ends where a shown one does: "the Desk Lamp", not "the Desk Lamp Street"
+        strict = self.proposing[row] is not None
+        slot = open_slot(self.free[row], names, strict)
+        if slot is None:
+            return None
+        return g.product_mask(slot, names, strict=strict)
 
     def update(self, row: int, token_id: int) -> None:
         g = self.grammars[row]

@@ -92,7 +92,8 @@ class ToolCallGrammar:
                                                               strict=True)
                                         if REF_PATTERN.fullmatch(t) and i is not None and i < self.vocab_size}
         self._subsets: dict[frozenset[str], ToolCallGrammar] = {}
-        self._templates: dict[bool, ProposalTemplate] = {}  # shared with the subsets (same token texts)
+        # shared with the subsets (same token texts)
+        self._templates: dict[tuple[bool, bool, bool], ProposalTemplate] = {}
         self._reset_caches()
 
     def _reset_caches(self) -> None:
@@ -195,12 +196,14 @@ class ToolCallGrammar:
 
         return self._shown_masks.get_or_make(("unshown", refs), make)
 
-    def proposal_template(self, payment_refs: bool) -> ProposalTemplate:
-        """The proposal templates over this grammar's tokens (rl/chat/proposal_template.py), with
-        payment methods named by reference or in words; built once and shared with its subsets."""
-        template = self._templates.get(payment_refs)
+    def proposal_template(self, payment_refs: bool, item_refs: bool = False,
+                          item_options: bool = False) -> ProposalTemplate:
+        """The proposal templates over this grammar's tokens (rl/chat/proposal_template.py `templates`);
+        built once per setting and shared with its subsets."""
+        key = (payment_refs, item_refs, item_options)
+        template = self._templates.get(key)
         if template is None:
-            template = self._templates[payment_refs] = ProposalTemplate(self.texts, self._trie, payment_refs)
+            template = self._templates[key] = ProposalTemplate(self.texts, self._trie, *key)
         return template
 
     # ------------------------------------------------------------------ copied values
@@ -243,16 +246,17 @@ class ToolCallGrammar:
         mask[keep] = True
         return mask
 
-    def product_mask(self, slot: str, names: tuple[str, ...]) -> torch.Tensor | None:
+    def product_mask(self, slot: str, names: tuple[str, ...], strict: bool = False) -> torch.Tensor | None:
         """For free text at or inside a product slot (`slot`, from its article: rl/chat/
         product_names.py `open_slot`), the tokens that keep it naming one of `names`; a token with
         no text (an end of turn) only where no name has begun. None when no token would (then the
-        text is free). Cached like `copy_mask`."""
-        return self._copy_masks.get_or_make((None, "products:" + slot, names),
-                                            lambda: self._make_product_mask(slot, names))
+        text is free). `strict`: a whole name does not go on into another capitalised word
+        (`product_names._fits`). Cached like `copy_mask`."""
+        return self._copy_masks.get_or_make((None, ("strict:" if strict else "products:") + slot, names),
+                                            lambda: self._make_product_mask(slot, names, strict))
 
-    def _make_product_mask(self, slot: str, names: tuple[str, ...]) -> torch.Tensor | None:
-        keep = allowed_tokens(slot, names, self.texts)
+    def _make_product_mask(self, slot: str, names: tuple[str, ...], strict: bool = False) -> torch.Tensor | None:
+        keep = allowed_tokens(slot, names, self.texts, strict)
         if slots_fit(slot, ()):  # no name begun: a turn may end, a special token follow
             keep += [i for i, t in enumerate(self.texts) if t is None]
         if not keep:

@@ -14,8 +14,9 @@ held to what fits them:
 - an order or a payment method (with `payment_refs`): a reference token (free text names only
   shown ones, `shown_refs_in_text`);
 - a cancellation reason: one of the two the store takes;
-- items: "the Name", capitalised words, joined as the teacher joins them, each with its options in
-  parentheses or not (the product names themselves are held by `copy_product_names`);
+- items: "the Name", up to three capitalised words, joined as the teacher joins them (with
+  `copy_product_names` a shown product's name, ending where it does), with options in parentheses
+  where the view shows them and for the new variants of a swap;
 - a new address: comma-separated pieces, each (with the customer's messages) a span of what the
   customer said (rl/chat/copy_spans.py), as a copied call value is;
 - a payment method without references: words up to the end of the sentence.
@@ -101,8 +102,8 @@ def plus(body: object) -> _Seq:
 
 
 _DIGIT = _Class("digit", str.isdigit)
-_CAP = _Class("capital", lambda c: c.isupper() or c.isdigit())
-_NAME = _Class("name", lambda c: c.isalnum() or c in "-'&")
+_CAP = _Class("capital", str.isupper)
+_NAME = _Class("name", lambda c: c.isalpha() or c == "-")
 _OPTION = _Class("option", lambda c: c not in "()\n")
 _PIECE_START = _Class("piece start", lambda c: c not in ADDRESS_SEPARATORS and not c.isspace())
 _PIECE = _Class("piece", lambda c: c not in ADDRESS_SEPARATORS)
@@ -114,11 +115,16 @@ def ref(kind: str) -> _Seq:
     return seq(f"<{kind}_", plus(_DIGIT), ">")
 
 
-def _items(options: bool) -> _Seq:
-    """'the Water Bottle', 'the Water Bottle (color: blue)', 'the <num_3>' (item references),
-    joined as `join_and` joins them: 'a, b and c'."""
-    name = seq(_CAP, _Star(_NAME), _Star(seq(" ", _CAP, _Star(_NAME))))
-    one = seq("the ", alt(name, ref("num")))
+NAME_WORDS = 3  # the longest product name: "Indoor Security Camera"
+
+
+def _items(options: bool, refs: bool) -> _Seq:
+    """'the Water Bottle' (up to `NAME_WORDS` capitalised words; `copy_product_names` holds them to
+    the order's products), with `options` 'the Water Bottle (color: blue)', with `refs` also 'the
+    <num_3>' (an item by reference), joined as `join_and` joins them: 'a, b and c'."""
+    word = seq(_CAP, _Star(_NAME))
+    name = seq(word, *[alt(seq(), seq(" ", word)) for _ in range(NAME_WORDS - 1)])
+    one = seq("the ", alt(name, ref("num")) if refs else name)
     if options:
         one = seq(one, alt(seq(), seq(" (", plus(_OPTION), ")")))
     return seq(one, _Star(seq(", ", one)), alt(seq(), seq(" and ", one)))
@@ -134,12 +140,15 @@ def _payment(refs: bool) -> object:
                                                          _Star(_PAY))
 
 
-def templates(payment_refs: bool) -> _Alt:
+def templates(payment_refs: bool, item_refs: bool = False, item_options: bool = False) -> _Alt:
     """Every proposal `rl/policies/wording.py` `describe` words, after the trigger (" cancel order
-    <order_1> with the reason 'no longer needed'; ... . Do you confirm (yes/no)?")."""
+    <order_1> with the reason 'no longer needed'; ... . Do you confirm (yes/no)?"): payment
+    methods by reference with `payment_refs`, the items an action takes away by reference too with
+    `item_refs` and with their options with `item_options` (a view that shows them), the new
+    variants of a swap always with theirs."""
     order = ref("order")
     pay = _payment(payment_refs)
-    old, new = _items(options=True), _items(options=True)
+    old, new = _items(options=item_options, refs=item_refs), _items(options=True, refs=False)
     return alt(
         seq(" cancel order ", order, " with the reason '", alt(*REASONS),
             "'; the refund goes to the original payment", END),
@@ -232,11 +241,12 @@ class ProposalTemplate:
     state inside a new address, to tokens that keep the piece being written a span of what the
     customer said."""
 
-    def __init__(self, texts: list[str | None], trie: _Trie, payment_refs: bool) -> None:
+    def __init__(self, texts: list[str | None], trie: _Trie, payment_refs: bool, item_refs: bool = False,
+                 item_options: bool = False) -> None:
         self.texts = texts
         self.vocab_size = len(texts)
         self._trie = trie
-        self.nfa = _Nfa(templates(payment_refs))
+        self.nfa = _Nfa(templates(payment_refs, item_refs, item_options))
         self._start = self.nfa.closure({0})
         self._masks: dict[State, torch.Tensor] = {}
         self._steps: dict[tuple[State, str], State] = {}

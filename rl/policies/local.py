@@ -437,7 +437,9 @@ class LocalPolicy:
         template = None
         if self.view.proposal_template:
             base = next(g for g in grammars if g is not None)
-            template = base.proposal_template(self.view.payment_refs)
+            # the items an action takes away carry their options only where the records show them
+            template = base.proposal_template(self.view.payment_refs, self.view.item_refs,
+                                              item_options=not self.view.compact_results)
         return CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
                               copy_numbers=self.view.copy_said_numbers, products=products, proposal=template)
 

@@ -36,6 +36,15 @@ def test_every_slot_names_a_shown_product(text, fits):
     assert slots_fit(text, SHOWN) is fits
 
 
+def test_strictly_a_whole_name_does_not_go_on_into_another_capitalised_word():
+    # inside a proposal template (rl/chat/proposal_template.py) a name ends where a shown one does
+    assert slots_fit("return the T-Shirt Street", SHOWN) and not slots_fit("return the T-Shirt Street", SHOWN, True)
+    assert slots_fit("the Water Bottle Pro and the T-Shirt from", SHOWN, True)
+    assert slots_fit("the T-Shirt (color: red)", SHOWN, True) and slots_fit("the T-Shirt ", SHOWN, True)
+    assert open_slot("return the T-Shirt ", SHOWN) is None and open_slot("return the T-Shirt ", SHOWN, True)
+    assert open_slot("return the T-Shirt f", SHOWN, True) is None
+
+
 def test_open_slots_are_the_only_places_a_token_can_break_one():
     assert open_slot("I will return the", SHOWN) == "the"  # " Dumbbell" would open one
     assert open_slot("I will return the ", SHOWN) == "the "

@@ -3,8 +3,9 @@ proposal is not, the fixed words are forced token by token, a reference is one w
 new address is held piece by piece to what the customer said."""
 
 import pytest
+import torch
 
-from rl.chat.call_grammar import ToolCallGrammar
+from rl.chat.call_grammar import CallConstraint, ToolCallGrammar
 from rl.chat.format import render_conversation
 from rl.chat.proposal_template import TRIGGER
 from rl.chat.views import ChatView
@@ -38,7 +39,7 @@ def grammar():
 
 @pytest.mark.parametrize("proposal", [CANCEL, ADDRESS, RETURN, EXCHANGE, USER_ADDRESS, PAYMENT, SWAP])
 def test_every_form_the_teacher_words_is_a_complete_proposal(grammar, proposal):
-    t = grammar.proposal_template(payment_refs=True)
+    t = grammar.proposal_template(payment_refs=True, item_options=True)
     state = t.consume(t.start(), proposal)
     assert state and t.done(state)
     assert not t.done(t.consume(t.start(), proposal[:-1]))  # not before its last character
@@ -51,10 +52,22 @@ def test_every_form_the_teacher_words_is_a_complete_proposal(grammar, proposal):
     " change the shipping address of order <order_1> to , Austin",  # an empty address piece
     " return the Water Bottle from order <order_1>, with the refund going to your Visa card",  # by reference
     "cancel order <order_1>",  # the space after the trigger
+    " return the 798794 Sunset from order",  # a name is capitalised words
+    " return the Desk Lamp Sunset Street Road from order",  # of at most three
+    " return the <num_3> from order",  # an item by reference only with `item_refs`
+    " return the Desk Lamp (color: black) from order",  # options only where the view shows them
 ])
 def test_a_broken_proposal_leaves_every_template(grammar, broken):
     t = grammar.proposal_template(payment_refs=True)
     assert not t.consume(t.start(), broken)
+
+
+def test_items_by_reference_and_with_options_where_the_view_has_them(grammar):
+    said = " return the <num_3> and the Desk Lamp (color: black) from order <order_1>, with the refund going to " \
+           "your <payment_1>. Do you confirm (yes/no)?"
+    assert not grammar.proposal_template(payment_refs=True).consume(grammar.proposal_template(True).start(), said)
+    t = grammar.proposal_template(payment_refs=True, item_refs=True, item_options=True)
+    assert t.done(t.consume(t.start(), said))
 
 
 def test_without_payment_refs_a_method_is_named_in_words(grammar):
@@ -110,3 +123,22 @@ def test_tokens_follow_the_template_as_characters_do(grammar):
         assert t.mask(state)[i], grammar.texts[i]
         state, _ = t.follow(state, "", grammar.texts[i])
     assert t.done(state)
+
+
+def test_a_row_is_held_from_the_trigger_to_the_question_and_names_end_where_shown_ones_do(grammar):
+    tok = grammar.tokenizer
+    template = grammar.proposal_template(payment_refs=True)
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>", "<payment_1>"})], text_refs=True,
+                       products=[("Desk Lamp", "Water Bottle")], proposal=template)
+    for i in encode(tok, "Sure. " + TRIGGER + " return the Desk Lamp"):
+        c.update(0, i)
+    assert c.proposing[0] is not None
+    allowed = {grammar.texts[i] for i in torch.isfinite(c.mask_logits(torch.zeros(1, len(tok)))[0])
+               .nonzero().flatten().tolist() if i < len(grammar.texts)}
+    assert allowed and not any(a.startswith(" S") or a.startswith(" W") for a in allowed), allowed
+    assert " from" in allowed or " " in allowed
+    assert c.masked == [0]  # recorded as constrained
+    for i in encode(tok, " from order <order_1>, with the refund going to your <payment_1>. Do you confirm (yes/no)?"):
+        c.update(0, i)
+    assert c.proposing[0] is None  # complete: free text again
+    assert torch.isfinite(c.mask_logits(torch.zeros(1, len(tok)))[0, tok.eos_token_id])  # the turn may end
