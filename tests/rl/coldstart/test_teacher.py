@@ -9,11 +9,14 @@ import re
 
 import pytest
 
+from rl.chat.call_grammar import ToolCallGrammar
+from rl.chat.proposal_template import TRIGGER
 from rl.chat.views import ChatView
 from rl.coldstart.data import collect_real_tool_trajectories, filter_records, is_proposal, write_tool_names
 from rl.coldstart.teacher import QUESTIONS, TeacherPolicy
 from rl.env import SandboxPool, create_snapshot, drop_snapshot
 from rl.env.gold import GoldStateCache
+from rl.models.tokenizer import train_bpe
 from rl.simulator.scripted import ScriptedCustomer
 from rl.simulator.varied import VariedCustomer
 from rl.simulator.wide import WideCustomer
@@ -188,3 +191,27 @@ async def test_with_payment_refs_the_teachers_refunds_name_the_method_the_view_s
             assert said[-1].split("your ")[-1].split(".")[0] == called[-1]
             matched += 1
     assert matched >= 4
+
+
+@pytest.mark.parametrize("item_refs", [False, True])
+async def test_every_proposal_the_teacher_makes_is_whole_in_the_proposal_templates(test_dbs, tau_retail, item_refs):
+    """What a view with `proposal_template` holds a model to (rl/chat/proposal_template.py) is what
+    the teacher says, in every kind of change, as the model reads it."""
+    kinds = ["cancel", "modify_address", "user_address", "return", "haggle_cancel", "exchange", "modify_items",
+             "modify_payment", "multi_cancel_return"]
+    tasks = generate_tasks(tau_retail, 18, 9, snapshot="tau-retail", categories=kinds)
+    [records] = await _play(test_dbs, tau_retail, tasks, f"teacher_templates_{int(item_refs)}",
+                            (TeacherPolicy(corrections=0.5, item_options=False, item_refs=item_refs,
+                                           payment_refs=True), VariedCustomer()))
+    view = ChatView(compact_schemas=True, compact_results=True, refs=True, item_refs=item_refs, payment_refs=True)
+    tok = train_bpe(["x"], vocab_size=300, extra_tokens=view.extra_tokens)
+    lookup = {"type": "function", "function": {"name": "get_order_details", "parameters": {
+        "type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}}}
+    template = ToolCallGrammar([lookup], tok).proposal_template(payment_refs=True, item_refs=item_refs)
+    proposals = [m["content"] for r in records for m in view.messages(r["messages"])
+                 if m["role"] == "assistant" and TRIGGER in (m.get("content") or "")]
+    kinds_said = {p.split()[4] for p in proposals}
+    assert {"cancel", "change", "update", "return", "exchange", "modify"} <= kinds_said, kinds_said
+    for p in proposals:
+        state = template.consume(template.start(), p[p.index(TRIGGER) + len(TRIGGER):])
+        assert state and template.done(state), p
