@@ -14,6 +14,8 @@ proposal_template.py), the other masks narrowing its slots where they agree with
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import TYPE_CHECKING
 
 import torch
@@ -40,13 +42,15 @@ class CallConstraint:
     that has written `TRIGGER` is held to the proposal templates until one is complete
     (`ProposalTemplate.mask`; inside a new address, to the customer's words where they fit:
     `address_mask`); a shown-references, copy or product mask that leaves a token the template
-    allows narrows it further, one that leaves none is dropped (the template wins)."""
+    allows narrows it further, one that leaves none is dropped (the template wins). With
+    `said_items` too, the items of a proposal's list are products the customer named (when they
+    named any of the shown ones), each once, and the list ends when none is left (`said_items`)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
                  said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
                  copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None,
-                 proposal: ProposalTemplate | None = None) -> None:
+                 proposal: ProposalTemplate | None = None, said_items: bool = False) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -63,6 +67,8 @@ class CallConstraint:
         self.proposal = proposal
         self.proposing: list[ProposalState | None] = [None] * len(grammars)  # a row's template state while in one
         self.piece = [""] * len(grammars)  # the address piece a proposing row is writing
+        self.said_items = said_items
+        self.proposal_at = [0] * len(grammars)  # where in its free text a proposing row's template began
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -136,6 +142,10 @@ class CallConstraint:
             shown[unshown] = False
             narrower.append(shown)
         narrower += [m for m in (copy, named) if m is not None]
+        if self.said_items and self.products[row]:
+            customer_named = said_items(self.products[row] or (), self.said[row])
+            if customer_named and not _unlisted(customer_named, self._item_list(row)):
+                narrower.append(~self.proposal.more_items(state))  # every item they named is listed
         for m in narrower:
             both = allowed & m
             if bool(both.any()):
@@ -160,7 +170,16 @@ class CallConstraint:
         slot = open_slot(self.free[row], names, strict)
         if slot is None:
             return None
+        if strict and self.said_items:
+            named = said_items(names, self.said[row])
+            if named:
+                names = _unlisted(named, self._item_list(row)[: -len(slot)])
         return g.product_mask(slot, names, strict=strict)
+
+    def _item_list(self, row: int) -> str:
+        """The text of the item list a proposing row is writing, from its first article."""
+        text = self.free[row][self.proposal_at[row]:]
+        return text[max(text.rfind(m) for m in LIST_STARTS) + 1:]
 
     def update(self, row: int, token_id: int) -> None:
         g = self.grammars[row]
@@ -195,9 +214,25 @@ class CallConstraint:
             if at < 0:
                 return
             state, text, self.piece[row] = self.proposal.start(), free[at + len(TRIGGER):], ""
+            self.proposal_at[row] = at + len(TRIGGER)
         state, self.piece[row] = self.proposal.follow(state, self.piece[row], text)
         # complete, or left every template (a token no mask held it to): free text again
         self.proposing[row] = None if not state or self.proposal.done(state) else state
+
+
+LIST_STARTS = (" return the ", " swap the ", " exchange the ", " for the ")  # where a proposal's item list begins
+
+
+@functools.lru_cache(maxsize=4096)
+def said_items(names: tuple[str, ...], said: tuple[str, ...]) -> tuple[str, ...]:
+    """The shown product `names` the customer's messages `said` name (any case, whole words)."""
+    text = " ".join(said).lower()
+    return tuple(n for n in names if re.search(r"(?<![\w-])" + re.escape(n.lower()) + r"(?![\w-])", text))
+
+
+def _unlisted(names: tuple[str, ...], listed: str) -> tuple[str, ...]:
+    """`names` not yet named whole in the item list text `listed`."""
+    return tuple(n for n in names if not re.search(r"the " + re.escape(n) + r"(?![\w-])", listed))
 
 
 def _keep_only(logits: torch.Tensor, row: int, allowed: torch.Tensor) -> None:

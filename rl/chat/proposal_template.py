@@ -89,6 +89,13 @@ def _whole_refs(text: str) -> bool:
     return REF_PATTERN.fullmatch(text) is not None or ("<" not in text and ">" not in text)
 
 
+@dataclass(frozen=True)
+class _Separator:
+    """What joins another item to a list ("', the '", "' and the '"); its nodes are marked, so a row
+    can tell a token that commits to another item (`ProposalTemplate.more_items`)."""
+    body: object
+
+
 def seq(*parts: object) -> _Seq:
     return _Seq(tuple(_Lit(p) if isinstance(p, str) else p for p in parts))
 
@@ -124,10 +131,11 @@ def _items(options: bool, refs: bool) -> _Seq:
     <num_3>' (an item by reference), joined as `join_and` joins them: 'a, b and c'."""
     word = seq(_CAP, _Star(_NAME))
     name = seq(word, *[alt(seq(), seq(" ", word)) for _ in range(NAME_WORDS - 1)])
-    one = seq("the ", alt(name, ref("num")) if refs else name)
+    one = alt(name, ref("num")) if refs else name
     if options:
         one = seq(one, alt(seq(), seq(" (", plus(_OPTION), ")")))
-    return seq(one, _Star(seq(", ", one)), alt(seq(), seq(" and ", one)))
+    return seq("the ", one, _Star(seq(_Separator(_Lit(", the ")), one)),
+               alt(seq(), seq(_Separator(_Lit(" and the ")), one)))
 
 
 def _address() -> _Address:
@@ -170,7 +178,7 @@ class _Nfa:
         self.edges: list[list[tuple[CharTest, int]]] = []
         self.empty: list[list[int]] = []
         self.address: set[int] = set()  # nodes whose outgoing character is part of a new address
-        self.piece_start: set[int] = set()  # address nodes that begin a piece
+        self.separator: set[int] = set()  # nodes inside what joins another item to a list
         start = self._node()
         self.final = self._build(pattern, start, in_address=False)
 
@@ -193,8 +201,6 @@ class _Nfa:
                 src = self._char(src, functools.partial(str.__eq__, ch), in_address)
             return src
         if isinstance(p, _Class):
-            if p is _PIECE_START:
-                self.piece_start.add(src)
             return self._char(src, p.test, in_address)
         if isinstance(p, _Seq):
             for part in p.parts:
@@ -215,6 +221,11 @@ class _Nfa:
             return end
         if isinstance(p, _Address):
             return self._build(p.body, src, True)
+        if isinstance(p, _Separator):
+            first = len(self.edges)
+            end = self._build(p.body, src, in_address)
+            self.separator.update(range(first, len(self.edges)))
+            return end
         raise TypeError(f"not a template part: {p!r}")
 
     def closure(self, nodes: set[int]) -> frozenset[int]:
@@ -249,6 +260,7 @@ class ProposalTemplate:
         self.nfa = _Nfa(templates(payment_refs, item_refs, item_options))
         self._start = self.nfa.closure({0})
         self._masks: dict[State, torch.Tensor] = {}
+        self._more: dict[State, torch.Tensor] = {}
         self._steps: dict[tuple[State, str], State] = {}
         self._address_masks: dict[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = {}
 
@@ -276,8 +288,27 @@ class ProposalTemplate:
     def in_address(self, state: State) -> bool:
         return any(n in self.nfa.address for n in state)
 
-    def at_piece_start(self, state: State) -> bool:
-        return any(n in self.nfa.piece_start for n in state)
+    def more_items(self, state: State) -> torch.Tensor:
+        """The tokens of `mask(state)` that commit the proposal to another item of a list (", the"
+        or " and the" past a name): a row that has named every item it may name is held from them.
+        Cached per state."""
+        m = self._more.get(state)
+        if m is None:
+            m = torch.zeros(self.vocab_size, dtype=torch.bool)
+            ids = [i for i in self.mask(state).nonzero().flatten().tolist()
+                   if self._commits(state, self.texts[i] or "")]
+            if ids:
+                m[ids] = True
+            self._more[state] = m
+        return m
+
+    def _commits(self, state: State, text: str) -> bool:
+        separator = self.nfa.separator
+        for ch in text:
+            state = self.step(state, ch)
+            if state and all(n in separator for n in state):
+                return True
+        return False
 
     def follow(self, state: State, piece: str, text: str) -> tuple[State, str]:
         """The state after `text`, and the piece of a new address being written then (what

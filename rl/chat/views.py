@@ -251,6 +251,9 @@ class ChatView:
     # with constrain_calls: free text that writes "To confirm, I will" goes on in one of the
     # teacher's proposal templates, only its slots chosen (rl/chat/proposal_template.py)
     proposal_template: bool = False
+    # with proposal_template and copy_product_names: a proposal's items are products the customer
+    # named, each once, and its list ends when none is left (rl/chat/call_constraint.py `said_items`)
+    proposal_said_items: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -348,6 +351,7 @@ class ChatView:
                 "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
                 "writes_after_proposal": self.writes_after_proposal, "proposal_template": self.proposal_template,
+                "proposal_said_items": self.proposal_said_items,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -370,6 +374,7 @@ class ChatView:
                    item_refs=bool(view.get("item_refs")), payment_refs=bool(view.get("payment_refs")),
                    writes_after_proposal=bool(view.get("writes_after_proposal")),
                    proposal_template=bool(view.get("proposal_template")),
+                   proposal_said_items=bool(view.get("proposal_said_items")),
                    system_prompt=view.get("system_prompt"))
 
 

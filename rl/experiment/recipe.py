@@ -147,6 +147,10 @@ class ExperimentRecipe(BaseModel):
     # reason, items, address pieces from the customer's words, payment method), the fixed words
     # are forced; decoding only; only with constrain_calls
     proposal_template: bool = False
+    # with proposal_template and copy_product_names: a proposal's items are products the customer
+    # named (when they named any shown one), each once, and the list ends when none is left;
+    # decoding only
+    proposal_said_items: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -222,6 +226,8 @@ class ExperimentRecipe(BaseModel):
                         item_refs=self.item_refs and self.refs, payment_refs=self.payment_refs and self.refs,
                         writes_after_proposal=self.writes_after_proposal and self.constrain_calls,
                         proposal_template=self.proposal_template and self.constrain_calls,
+                        proposal_said_items=self.proposal_said_items and self.proposal_template
+                        and self.copy_product_names and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

@@ -33,7 +33,8 @@ of the view's `copied_params` (a new address) are spans of the customer's messag
 said; with `copy_product_names`, a capitalised word after "the " in its free text is a product
 name the conversation's lookups showed; with `writes_after_proposal`, a write tool is callable only
 right after the agent asked the customer to confirm, `asked_to_confirm`; with `proposal_template`,
-a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py); the trace
+a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py, and
+with `proposal_said_items` its items are products the customer named); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -441,7 +442,8 @@ class LocalPolicy:
             template = base.proposal_template(self.view.payment_refs, self.view.item_refs,
                                               item_options=not self.view.compact_results)
         return CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
-                              copy_numbers=self.view.copy_said_numbers, products=products, proposal=template)
+                              copy_numbers=self.view.copy_said_numbers, products=products, proposal=template,
+                              said_items=self.view.proposal_said_items)
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -142,3 +142,43 @@ def test_a_row_is_held_from_the_trigger_to_the_question_and_names_end_where_show
         c.update(0, i)
     assert c.proposing[0] is None  # complete: free text again
     assert torch.isfinite(c.mask_logits(torch.zeros(1, len(tok)))[0, tok.eos_token_id])  # the turn may end
+
+
+def _allowed(c, tok, grammar):
+    logits = c.mask_logits(torch.zeros(1, len(tok)))[0]
+    return {grammar.texts[i] for i in torch.isfinite(logits).nonzero().flatten().tolist() if i < len(grammar.texts)}
+
+
+def _row(grammar, said, text, said_items=True):
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>", "<payment_1>"})], said=[said],
+                       products=[("Desk Lamp", "Water Bottle", "Tea Kettle")],
+                       proposal=grammar.proposal_template(payment_refs=True), said_items=said_items)
+    for i in encode(grammar.tokenizer, text):
+        c.update(0, i)
+    return c
+
+
+def test_with_said_items_a_list_names_the_products_the_customer_named_each_once(grammar):
+    tok = grammar.tokenizer
+    t = grammar.proposal_template(payment_refs=True)
+    after = t.consume(t.start(), " return the Desk Lamp")
+    more = {grammar.texts[i] for i in t.more_items(after).nonzero().flatten().tolist()}
+    assert more and all(x.startswith(",") or " and the".startswith(x) or x.startswith(" a") for x in more), more
+    one = ("I'd like to return the desk lamp, please.",)
+    c = _row(grammar, one, TRIGGER + " return the ")
+    assert all(x.startswith("D") or "Desk Lamp".startswith(x) for x in _allowed(c, tok, grammar))
+    c = _row(grammar, one, TRIGGER + " return the Desk Lamp")
+    allowed = _allowed(c, tok, grammar)
+    assert " from" in allowed or " " in allowed
+    assert not any(x.startswith(",") or x.startswith(" a") for x in allowed), allowed  # nothing else to list
+    both = ("Return the Desk Lamp and the Tea Kettle.",)
+    c = _row(grammar, both, TRIGGER + " return the Desk Lamp and the ")
+    assert all(x.startswith("T") or "Tea Kettle".startswith(x) for x in _allowed(c, tok, grammar))  # once each
+    # without the setting, or when the customer named none of them, any shown product
+    c = _row(grammar, one, TRIGGER + " return the Desk Lamp and the ", said_items=False)
+    assert any(x.startswith("W") for x in _allowed(c, tok, grammar))
+    c = _row(grammar, ("Return my order.",), TRIGGER + " return the ")
+    assert any(x.startswith("W") for x in _allowed(c, tok, grammar))
+    # a swap's new variants are a list of their own: the same product again
+    c = _row(grammar, one, TRIGGER + " exchange the Desk Lamp from order <order_1> for the ")
+    assert any(x.startswith("D") for x in _allowed(c, tok, grammar))

@@ -73,3 +73,18 @@ def test_a_model_that_breaks_its_proposal_writes_a_whole_one_under_the_template(
     assert proposal in (PROPOSAL.replace("<order_1>", "#W1234567"),
                         PROPOSAL.replace("<order_1>", "#W1234567").replace("no longer needed", "ordered by mistake"))
     assert len(trace.constrained) >= len(encode(tok, proposal[len(TRIGGER):])) - 2
+
+
+def test_the_policy_builds_its_constraint_from_the_view():
+    tok = _tok()
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64))
+    view = ChatView(**{**VIEW.__dict__, "compact_results": True, "compact_schemas": True, "copy_product_names": True,
+                       "proposal_template": True, "proposal_said_items": True})
+    assert ChatView.from_manifest(view.describe()) == view
+    policy = LocalPolicy(model, tok, view=view)
+    grammar = policy._grammar(TOOLS)
+    c = policy._constraint([grammar], [frozenset()], [("hi",)], [("Desk Lamp",)])
+    assert c.said_items and c.proposal is grammar.proposal_template(False, item_options=False)
+    plain = LocalPolicy(model, tok, view=VIEW)._constraint([grammar], [frozenset()], [("hi",)], [None])
+    assert plain.proposal is None and not plain.said_items
