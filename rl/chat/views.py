@@ -254,6 +254,10 @@ class ChatView:
     # with proposal_template and copy_product_names: a proposal's items are products the customer
     # named, each once, and its list ends when none is left (rl/chat/call_constraint.py `said_items`)
     proposal_said_items: bool = False
+    # with constrain_calls and refs: in the turn after a proposal, a call's identifiers of each kind
+    # the proposal named are those it named, its items those of the products it named
+    # (rl/policies/local.py `held_to`): the write is the change the customer was asked about
+    writes_follow_proposal: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -352,6 +356,7 @@ class ChatView:
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
                 "writes_after_proposal": self.writes_after_proposal, "proposal_template": self.proposal_template,
                 "proposal_said_items": self.proposal_said_items,
+                "writes_follow_proposal": self.writes_follow_proposal,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -375,6 +380,7 @@ class ChatView:
                    writes_after_proposal=bool(view.get("writes_after_proposal")),
                    proposal_template=bool(view.get("proposal_template")),
                    proposal_said_items=bool(view.get("proposal_said_items")),
+                   writes_follow_proposal=bool(view.get("writes_follow_proposal")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -151,6 +151,10 @@ class ExperimentRecipe(BaseModel):
     # named (when they named any shown one), each once, and the list ends when none is left;
     # decoding only
     proposal_said_items: bool = False
+    # in the turn after a proposal, a call's identifiers of each kind the proposal named (order,
+    # payment method, the items of the products it named) are those it named: the write is the
+    # change the customer was asked about; decoding only; only with refs and constrain_calls
+    writes_follow_proposal: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -228,6 +232,7 @@ class ExperimentRecipe(BaseModel):
                         proposal_template=self.proposal_template and self.constrain_calls,
                         proposal_said_items=self.proposal_said_items and self.proposal_template
                         and self.copy_product_names and self.constrain_calls,
+                        writes_follow_proposal=self.writes_follow_proposal and self.refs and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

@@ -34,7 +34,8 @@ said; with `copy_product_names`, a capitalised word after "the " in its free tex
 name the conversation's lookups showed; with `writes_after_proposal`, a write tool is callable only
 right after the agent asked the customer to confirm, `asked_to_confirm`; with `proposal_template`,
 a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py, and
-with `proposal_said_items` its items are products the customer named); the trace
+with `proposal_said_items` its items are products the customer named; with `writes_follow_proposal`,
+in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -56,7 +58,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
-from rl.chat.views import FULL_VIEW, ChatView, RefTable, item_names, rewrite_call
+from rl.chat.views import FULL_VIEW, REF_PATTERN, ChatView, RefTable, item_names, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
@@ -89,6 +91,24 @@ def asked_to_confirm(messages: list[dict[str, Any]]) -> bool:
     return False
 
 
+def proposed_refs(proposal: str, item_refs: dict[str, tuple[str, ...]]) -> frozenset[str]:
+    """The references a proposal (as the model wrote it) names: its reference tokens and the
+    references of the items whose products it names ("the Jigsaw Puzzle")."""
+    refs = {m.group(0) for m in REF_PATTERN.finditer(proposal)}
+    for name, items in item_refs.items():
+        if re.search(r"the " + re.escape(name) + r"(?![\w-])", proposal):
+            refs.update(items)
+    return frozenset(refs)
+
+
+def held_to(shown: frozenset[str], proposed: frozenset[str]) -> frozenset[str]:
+    """The shown references a call may use when it follows a proposal (`writes_follow_proposal`):
+    of each kind the proposal named, only those it named; every other kind as shown (so the tools
+    a call may name are the same)."""
+    kinds = {m.group(1) for r in proposed if (m := REF_PATTERN.fullmatch(r))}
+    return frozenset(r for r in shown if r in proposed or not ((m := REF_PATTERN.fullmatch(r)) and m.group(1) in kinds))
+
+
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
     """The assistant message (OpenAI format) for what the model generated: its text and tool calls;
     each malformed call becomes a `malformed_tool_call` carrying the parse error as `error` and what
@@ -119,6 +139,8 @@ class _Episode:
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     products: tuple[str, ...] = ()  # product names its tool results showed (with `copy_product_names`)
+    item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product name -> its items' references
+    last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
     key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
@@ -212,6 +234,8 @@ class LocalPolicy:
         if grammar is not None and self.view.writes_after_proposal and not asked_to_confirm(messages):
             grammar = grammar.without(WRITE_TOOLS)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
+        if shown is not None and self.view.writes_follow_proposal and asked_to_confirm(messages):
+            shown = held_to(shown, proposed_refs(ep.last_said, ep.item_refs))
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers
                                            or self.view.proposal_template)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
@@ -228,6 +252,8 @@ class LocalPolicy:
         if self.view.spaced_values and msg.get("tool_calls"):
             msg["tool_calls"] = [self.view.read_call(c) for c in msg["tool_calls"]]
         msg["raw"] = text
+        if msg.get("content") and not msg.get("tool_calls"):
+            ep.last_said = text
         return msg
 
     def _grammar(self, tools: list[dict[str, Any]] | None) -> ToolCallGrammar | None:
@@ -316,6 +342,9 @@ class LocalPolicy:
                     if self.view.copy_product_names:
                         ep.products = tuple(dict.fromkeys((*ep.products, *item_names(out).values())))
                     outputs.append(ep.refs.show(out) if ep.refs else out)
+                    if self.view.writes_follow_proposal:
+                        for ref, name in item_names(outputs[-1]).items():
+                            ep.item_refs[name] = tuple(dict.fromkeys((*ep.item_refs.get(name, ()), ref)))
                     i += 1
                 b.add_tool_results(outputs)
                 continue
@@ -344,6 +373,8 @@ class LocalPolicy:
         if self.view.spaced_values:
             calls = [self.view.show_call(c) for c in calls]
         ep.builder.add_context(GENERATION_PROMPT + assistant_body(content, calls) + IM_END + "\n")
+        if content and not calls:
+            ep.last_said = content
 
     # ---------------------------------------------------------------- batching side
     async def _drain(self) -> None:

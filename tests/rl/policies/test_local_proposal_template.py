@@ -1,9 +1,11 @@
 """With `proposal_template`, a local policy's proposal keeps the teacher's wording: a model that
 would break its proposal (a cancellation reason the store does not take, sampled or greedy) still
 writes a whole one, in the customer's reference, and the tokens chosen under the template are
-recorded as constrained (what GRPO trains on)."""
+recorded as constrained (what GRPO trains on). With `writes_follow_proposal`, the write after a
+proposal names what the proposal named."""
 
 import asyncio
+import json
 
 import pytest
 import torch
@@ -32,11 +34,11 @@ def _tok():
     return train_bpe(texts, vocab_size=500, extra_tokens=VIEW.extra_tokens)
 
 
-def _steer(model, tok) -> None:
-    """Make the model answer with the trigger and a reason the store does not take: a hook adds a
-    large logit to the token of `BROKEN` at each position of the reply (a real model's forward, a
-    preference it has for one text)."""
-    reply = encode(tok, BROKEN) + [tok.eos_token_id]
+def _steer(model, tok, text: str = BROKEN) -> None:
+    """Make the model answer with `text` (by default the trigger and a reason the store does not
+    take): a hook adds a large logit to the token of `text` at each position of the reply (a real
+    model's forward, a preference it has for one text)."""
+    reply = encode(tok, text) + [tok.eos_token_id]
     start = {}
 
     def hook(module, args, kwargs, out):
@@ -88,3 +90,37 @@ def test_the_policy_builds_its_constraint_from_the_view():
     assert c.said_items and c.proposal is grammar.proposal_template(False, item_options=False)
     plain = LocalPolicy(model, tok, view=VIEW)._constraint([grammar], [frozenset()], [("hi",)], [None])
     assert plain.proposal is None and not plain.said_items
+
+
+RETURN_TOOLS = [{"type": "function", "function": {"name": "return_delivered_order_items", "parameters": {
+    "type": "object", "required": ["order_id", "item_ids"], "properties": {
+        "order_id": {"type": "string"}, "item_ids": {"type": "array", "items": {"type": "string"}}}}}}]
+ORDER = {"order_id": "#W1234567", "status": "delivered",
+         "items": [{"item_id": "1111111111", "name": "Desk Lamp"}, {"item_id": "2222222222", "name": "Jigsaw Puzzle"}]}
+
+
+def test_after_a_proposal_the_write_names_what_it_proposed():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    wrong = '<tool_call>\n{"name": "return_delivered_order_items", "arguments": {"order_id": "<order_1>", ' \
+            '"item_ids": ["<num_1>"]}}\n</tool_call>'
+    _steer(model, tok, wrong)  # the model would return the Desk Lamp
+    msgs = [{"role": "system", "content": "agent"},
+            {"role": "user", "content": "I'd like to return the Jigsaw Puzzle from order #W1234567."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_order_details", "arguments": '{"order_id": "#W1234567"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps(ORDER)},
+            {"role": "assistant", "content": TRIGGER + " return the Jigsaw Puzzle from order #W1234567, with the "
+                                             "refund going to your gift card. Do you confirm (yes/no)?"},
+            {"role": "user", "content": "Yes, please."}]
+
+    def items(view):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=60, view=view, adopt_history=True, greedy=True)
+        reply = asyncio.run(policy.act("e", msgs, RETURN_TOOLS))
+        return json.loads(reply["tool_calls"][0]["function"]["arguments"])["item_ids"]
+
+    assert items(VIEW) == ["1111111111"]
+    assert items(ChatView(**{**VIEW.__dict__, "writes_follow_proposal": True})) == ["2222222222"]
