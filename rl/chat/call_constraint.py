@@ -131,7 +131,7 @@ class CallConstraint:
         state = self.proposing[row]
         assert state is not None
         allowed = self.proposal.mask(state)
-        if self.said[row] and self.proposal.in_address(state):
+        if self.said[row]:  # a token may enter a new address from before it (" to" then " 4149")
             spans = self.proposal.address_mask(state, self.piece[row], self.said[row])
             if spans is not None:
                 allowed = spans

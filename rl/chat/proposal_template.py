@@ -355,10 +355,11 @@ class ProposalTemplate:
         return out
 
     def address_mask(self, state: State, piece: str, said: tuple[str, ...]) -> torch.Tensor | None:
-        """At `state` inside a new address having written `piece` of its current piece: the allowed
-        tokens (`mask`) whose address characters keep every piece a word-aligned span of the
-        customer's messages `said`, closing a piece only where a span ends. None when no token
-        would (the customer has not said it: the template alone holds the text)."""
+        """At `state` (in or before a new address, having written `piece` of its current piece): the
+        allowed tokens (`mask`) whose address characters keep every piece a word-aligned span of
+        the customer's messages `said`, closing a piece only where a span ends; a token that
+        writes no address character passes. None when no token would (the customer has not said
+        it: the template alone holds the text)."""
         key = (state, piece, said)
         if key not in self._address_masks:
             self._address_masks[key] = self._make_address_mask(state, piece, said)
@@ -379,16 +380,19 @@ class ProposalTemplate:
 
     def _keeps_spans(self, state: State, piece: str, text: str, spans: SaidSpans) -> bool:
         """Whether writing `text` from `state` keeps every address piece a span (`follow`'s pieces)."""
+        inside = False
         for ch in text:
-            if not self.in_address(state):
+            if self.in_address(state):
+                inside = True
+                if ch in ADDRESS_SEPARATORS:  # the piece closes here
+                    if piece and not spans.complete(piece):
+                        return False
+                    piece = ""
+                elif piece or ch != " ":
+                    piece += ch
+                    if not spans.viable(piece):
+                        return False
+            elif inside:
                 return True  # the address is behind: the template alone holds the rest
-            if ch in ADDRESS_SEPARATORS:  # the piece closes here
-                if piece and not spans.complete(piece):
-                    return False
-                piece = ""
-            elif piece or ch != " ":
-                piece += ch
-                if not spans.viable(piece):
-                    return False
             state = self.step(state, ch)
         return True

@@ -98,6 +98,11 @@ def test_fixed_words_are_forced_and_references_are_whole_tokens(grammar):
 def test_an_address_is_held_to_the_customers_words_piece_by_piece(grammar):
     t = grammar.proposal_template(payment_refs=True)
     said = ("My new address is <num_3> Elm Street, Springfield, IL <num_5>, USA.",)
+    # a token that enters the address from before it is held too (" to", then " Sunset")
+    before, _ = t.follow(t.start(), "", " change the shipping address of order <order_1> to")
+    assert not t.in_address(before)
+    entering = {grammar.texts[i] for i in t.address_mask(before, "", said).nonzero().flatten().tolist()}
+    assert " " in entering and " Elm" in entering and not any(x.startswith((" Sun", " t", " O")) for x in entering)
     state, piece = t.follow(t.start(), "", " change the shipping address of order <order_1> to <num_3>")
     assert piece == "<num_3>" and t.in_address(state)
     mask = t.address_mask(state, piece, said)
