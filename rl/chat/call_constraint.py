@@ -50,7 +50,8 @@ class CallConstraint:
                  shown: list[frozenset[str] | None] | None = None,
                  said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
                  copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None,
-                 proposal: ProposalTemplate | None = None, said_items: bool = False) -> None:
+                 proposal: ProposalTemplate | None = None, said_items: bool = False,
+                 orders: list[dict[str, str] | None] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -69,6 +70,10 @@ class CallConstraint:
         self.piece = [""] * len(grammars)  # the address piece a proposing row is writing
         self.said_items = said_items
         self.proposal_at = [0] * len(grammars)  # where in its free text a proposing row's template began
+        # per row, the status of each order reference its lookups showed (with `proposal`), or None
+        self.orders = list(orders) if orders is not None else [None] * len(grammars)
+        if len(self.orders) != len(grammars):
+            raise ValueError("one map of order statuses per row")
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -142,6 +147,13 @@ class CallConstraint:
             shown[unshown] = False
             narrower.append(shown)
         narrower += [m for m in (copy, named) if m is not None]
+        status, known, g = self.proposal.order_status(state), self.orders[row], self.grammars[row]
+        if status and known and g is not None:  # an order whose status the action needs, where known
+            other = [g.ref_ids[r] for r, st in known.items() if st != status and r in g.ref_ids]
+            if other:
+                fits = torch.ones_like(allowed)
+                fits[other] = False
+                narrower.append(fits)
         if self.said_items and self.products[row]:
             customer_named = said_items(self.products[row] or (), self.said[row])
             if customer_named and not _unlisted(customer_named, self._item_list(row)):
@@ -213,7 +225,9 @@ class CallConstraint:
             at = free.find(TRIGGER, max(0, len(free) - len(text) - len(TRIGGER) + 1))
             if at < 0:
                 return
-            state, text, self.piece[row] = self.proposal.start(), free[at + len(TRIGGER):], ""
+            known = self.orders[row]
+            state = self.proposal.start(frozenset(known.values()) if known else None)
+            text, self.piece[row] = free[at + len(TRIGGER):], ""
             self.proposal_at[row] = at + len(TRIGGER)
         state, self.piece[row] = self.proposal.follow(state, self.piece[row], text)
         # complete, or left every template (a token no mask held it to): free text again

@@ -122,6 +122,14 @@ def ref(kind: str) -> _Seq:
     return seq(f"<{kind}_", plus(_DIGIT), ">")
 
 
+@dataclass(frozen=True)
+class _Order:
+    """An order's reference where the action needs the order in `status` ("pending" to cancel or
+    change it, "delivered" to return or exchange its items): a row that knows its orders'
+    statuses names only such an order there (`ProposalTemplate.order_status`)."""
+    status: str
+
+
 NAME_WORDS = 3  # the longest product name: "Indoor Security Camera"
 
 
@@ -154,20 +162,27 @@ def templates(payment_refs: bool, item_refs: bool = False, item_options: bool = 
     methods by reference with `payment_refs`, the items an action takes away by reference too with
     `item_refs` and with their options with `item_options` (a view that shows them), the new
     variants of a swap always with theirs."""
-    order = ref("order")
+    pending, delivered = _Order("pending"), _Order("delivered")
     pay = _payment(payment_refs)
     old, new = _items(options=item_options, refs=item_refs), _items(options=True, refs=False)
-    return alt(
-        seq(" cancel order ", order, " with the reason '", alt(*REASONS),
+    return alt(  # in the order of ACTIONS
+        seq(" cancel order ", pending, " with the reason '", alt(*REASONS),
             "'; the refund goes to the original payment", END),
-        seq(" change the shipping address of order ", order, " to ", _address(), END),
-        seq(" change the payment method of order ", order, " to ", pay, END),
+        seq(" change the shipping address of order ", pending, " to ", _address(), END),
+        seq(" change the payment method of order ", pending, " to ", pay, END),
         seq(" update your default address to ", _address(), END),
-        seq(" return ", old, " from order ", order, ", with the refund going to ", pay, END),
-        seq(" modify order ", order, ": swap ", old, " for ", new, ", settling any price difference with ", pay, END),
-        seq(" exchange ", old, " from order ", order, " for ", new, ", settling any price difference with ", pay,
+        seq(" return ", old, " from order ", delivered, ", with the refund going to ", pay, END),
+        seq(" modify order ", pending, ": swap ", old, " for ", new, ", settling any price difference with ", pay,
             END),
+        seq(" exchange ", old, " from order ", delivered, " for ", new, ", settling any price difference with ",
+            pay, END),
     )
+
+
+# each template's action and the order status it needs (None: no order)
+ACTIONS: tuple[tuple[str, str | None], ...] = (
+    ("cancel", "pending"), ("address", "pending"), ("payment", "pending"), ("user_address", None),
+    ("return", "delivered"), ("modify", "pending"), ("exchange", "delivered"))
 
 
 # ---------------------------------------------------------------- the NFA
@@ -179,8 +194,18 @@ class _Nfa:
         self.empty: list[list[int]] = []
         self.address: set[int] = set()  # nodes whose outgoing character is part of a new address
         self.separator: set[int] = set()  # nodes inside what joins another item to a list
+        self.order_slot: dict[int, str] = {}  # node before an order's reference -> the status it needs
         start = self._node()
-        self.final = self._build(pattern, start, in_address=False)
+        self.branches: list[int] = []  # the first node of each top-level alternative (a template)
+        if isinstance(pattern, _Alt):
+            self.final = self._node()
+            for option in pattern.options:
+                a = self._node()
+                self.empty[start].append(a)
+                self.branches.append(a)
+                self.empty[self._build(option, a, in_address=False)].append(self.final)
+        else:
+            self.final = self._build(pattern, start, in_address=False)
 
     def _node(self) -> int:
         self.edges.append([])
@@ -221,6 +246,9 @@ class _Nfa:
             return end
         if isinstance(p, _Address):
             return self._build(p.body, src, True)
+        if isinstance(p, _Order):
+            self.order_slot[src] = p.status
+            return self._build(ref("order"), src, in_address)
         if isinstance(p, _Separator):
             first = len(self.edges)
             end = self._build(p.body, src, in_address)
@@ -259,13 +287,28 @@ class ProposalTemplate:
         self._trie = trie
         self.nfa = _Nfa(templates(payment_refs, item_refs, item_options))
         self._start = self.nfa.closure({0})
+        self._starts: dict[frozenset[str], State] = {}
         self._masks: dict[State, torch.Tensor] = {}
         self._more: dict[State, torch.Tensor] = {}
         self._steps: dict[tuple[State, str], State] = {}
         self._address_masks: dict[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = {}
 
-    def start(self) -> State:
-        return self._start
+    def start(self, statuses: frozenset[str] | None = None) -> State:
+        """The state right after the trigger; with `statuses` (those of the orders a conversation
+        has looked up), only the templates whose action some such order allows (and those that
+        name no order): a delivered order is never offered a cancellation."""
+        if statuses is None:
+            return self._start
+        if statuses not in self._starts:
+            branches = {b for b, (_, need) in zip(self.nfa.branches, ACTIONS, strict=True)
+                        if need is None or need in statuses}
+            self._starts[statuses] = self.nfa.closure(branches)
+        return self._starts[statuses]
+
+    def order_status(self, state: State) -> str | None:
+        """The status the order a proposal names next must have, at the slot of its reference."""
+        needs = {self.nfa.order_slot[n] for n in state if n in self.nfa.order_slot}
+        return needs.pop() if len(needs) == 1 else None
 
     def step(self, state: State, ch: str) -> State:
         key = (state, ch)

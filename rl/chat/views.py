@@ -258,6 +258,10 @@ class ChatView:
     # the proposal named are those it named, its items those of the products it named
     # (rl/policies/local.py `held_to`): the write is the change the customer was asked about
     writes_follow_proposal: bool = False
+    # with proposal_template and refs: a proposal offers only actions the status of an order the
+    # conversation looked up allows (only pending orders are cancelled or changed, only delivered
+    # ones returned or exchanged) and names such an order (rl/chat/proposal_template.py `start`)
+    proposals_by_status: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -357,6 +361,7 @@ class ChatView:
                 "writes_after_proposal": self.writes_after_proposal, "proposal_template": self.proposal_template,
                 "proposal_said_items": self.proposal_said_items,
                 "writes_follow_proposal": self.writes_follow_proposal,
+                "proposals_by_status": self.proposals_by_status,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -381,6 +386,7 @@ class ChatView:
                    proposal_template=bool(view.get("proposal_template")),
                    proposal_said_items=bool(view.get("proposal_said_items")),
                    writes_follow_proposal=bool(view.get("writes_follow_proposal")),
+                   proposals_by_status=bool(view.get("proposals_by_status")),
                    system_prompt=view.get("system_prompt"))
 
 

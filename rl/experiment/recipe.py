@@ -155,6 +155,10 @@ class ExperimentRecipe(BaseModel):
     # payment method, the items of the products it named) are those it named: the write is the
     # change the customer was asked about; decoding only; only with refs and constrain_calls
     writes_follow_proposal: bool = False
+    # with proposal_template: a proposal offers only actions the status of an order the
+    # conversation looked up allows, and names such an order (the store policy: only pending
+    # orders are cancelled or changed, only delivered ones returned); decoding only
+    proposals_by_status: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -233,6 +237,8 @@ class ExperimentRecipe(BaseModel):
                         proposal_said_items=self.proposal_said_items and self.proposal_template
                         and self.copy_product_names and self.constrain_calls,
                         writes_follow_proposal=self.writes_follow_proposal and self.refs and self.constrain_calls,
+                        proposals_by_status=self.proposals_by_status and self.proposal_template and self.refs
+                        and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

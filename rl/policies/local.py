@@ -35,7 +35,8 @@ name the conversation's lookups showed; with `writes_after_proposal`, a write to
 right after the agent asked the customer to confirm, `asked_to_confirm`; with `proposal_template`,
 a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py, and
 with `proposal_said_items` its items are products the customer named; with `writes_follow_proposal`,
-in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`); the trace
+in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`; with
+`proposals_by_status`, a proposal offers only actions the status of an order it looked up allows); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -45,6 +46,7 @@ as it would have written them.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import time
@@ -109,6 +111,17 @@ def held_to(shown: frozenset[str], proposed: frozenset[str]) -> frozenset[str]:
     return frozenset(r for r in shown if r in proposed or not ((m := REF_PATTERN.fullmatch(r)) and m.group(1) in kinds))
 
 
+def order_statuses(result: str) -> dict[str, str]:
+    """order reference (or id) -> status, from a lookup's result as the model is shown it."""
+    try:
+        rec = json.loads(result)
+    except ValueError:
+        return {}
+    if isinstance(rec, dict) and isinstance(rec.get("order_id"), str) and isinstance(rec.get("status"), str):
+        return {rec["order_id"]: rec["status"]}
+    return {}
+
+
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
     """The assistant message (OpenAI format) for what the model generated: its text and tool calls;
     each malformed call becomes a `malformed_tool_call` carrying the parse error as `error` and what
@@ -141,6 +154,7 @@ class _Episode:
     products: tuple[str, ...] = ()  # product names its tool results showed (with `copy_product_names`)
     item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product name -> its items' references
     last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
+    order_status: dict[str, str] = field(default_factory=dict)  # order reference -> status its lookups showed
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
     key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
@@ -158,6 +172,7 @@ class _Request:
     said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
     products: tuple[str, ...] | None = None  # product names free text may write (None: any)
     key: str = ""  # the episode's key (its order in a lockstep batch)
+    orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
 
 
 @dataclass
@@ -239,8 +254,9 @@ class LocalPolicy:
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers
                                            or self.view.proposal_template)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
+        orders = dict(ep.order_status) if grammar is not None and self.view.proposals_by_status else None
         self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else (),
-                                    products, ep.key))
+                                    products, ep.key, orders))
         self._changed.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
@@ -342,6 +358,8 @@ class LocalPolicy:
                     if self.view.copy_product_names:
                         ep.products = tuple(dict.fromkeys((*ep.products, *item_names(out).values())))
                     outputs.append(ep.refs.show(out) if ep.refs else out)
+                    if self.view.proposals_by_status:
+                        ep.order_status.update(order_statuses(outputs[-1]))
                     if self.view.writes_follow_proposal:
                         for ref, name in item_names(outputs[-1]).items():
                             ep.item_refs[name] = tuple(dict.fromkeys((*ep.item_refs.get(name, ()), ref)))
@@ -407,10 +425,12 @@ class LocalPolicy:
         if self._roster is not None:
             self.rounds.append(tuple(r.key for r in batch))
         try:
+            # order statuses only where the view asks for them (a `_generate` without the setting needs none)
+            extra = {"orders": [r.orders for r in batch]} if self.view.proposals_by_status else {}
             outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
                                            [r.episode_id for r in batch], [r.grammar for r in batch],
                                            [r.shown for r in batch], [r.said for r in batch],
-                                           [r.products for r in batch])
+                                           [r.products for r in batch], **extra)
         except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
             for r in batch:
                 if not r.future.done():
@@ -424,7 +444,8 @@ class LocalPolicy:
                   grammars: list[ToolCallGrammar | None] | None = None,
                   shown: list[frozenset[str] | None] | None = None,
                   said: list[tuple[str, ...]] | None = None,
-                  products: list[tuple[str, ...] | None] | None = None) -> list[
+                  products: list[tuple[str, ...] | None] | None = None,
+                  orders: list[dict[str, str] | None] | None = None) -> list[
                       tuple[list[int], list[float], dict[int, tuple[bytes, float]]]]:
         """Per prompt: the new token ids, their unmasked log-probs, and for tokens chosen under the
         constraint, what it allowed and their log-prob under it (`Generation.constrained`)."""
@@ -442,7 +463,8 @@ class LocalPolicy:
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
             streams=streams if len(streams) == len(prompts) else None,
-            constraint=self._constraint(grammars, shown, said, products) if grammars and any(grammars) else None,
+            constraint=self._constraint(grammars, shown, said, products, orders)
+            if grammars and any(grammars) else None,
             call_overrun=overrun)
         if was_training:
             self.model.train()
@@ -464,7 +486,8 @@ class LocalPolicy:
 
     def _constraint(self, grammars: list[ToolCallGrammar | None], shown: list[frozenset[str] | None] | None,
                     said: list[tuple[str, ...]] | None,
-                    products: list[tuple[str, ...] | None] | None) -> CallConstraint:
+                    products: list[tuple[str, ...] | None] | None,
+                    orders: list[dict[str, str] | None] | None = None) -> CallConstraint:
         """The decoding constraint of one batch under this policy's view."""
         template = None
         if self.view.proposal_template:
@@ -474,7 +497,7 @@ class LocalPolicy:
                                               item_options=not self.view.compact_results)
         return CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
                               copy_numbers=self.view.copy_said_numbers, products=products, proposal=template,
-                              said_items=self.view.proposal_said_items)
+                              said_items=self.view.proposal_said_items, orders=orders)
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

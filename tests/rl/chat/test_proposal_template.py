@@ -187,3 +187,26 @@ def test_with_said_items_a_list_names_the_products_the_customer_named_each_once(
     # a swap's new variants are a list of their own: the same product again
     c = _row(grammar, one, TRIGGER + " exchange the Desk Lamp from order <order_1> for the ")
     assert any(x.startswith("D") for x in _allowed(c, tok, grammar))
+
+
+def test_by_status_a_proposal_offers_only_what_the_orders_status_allows(grammar):
+    t = grammar.proposal_template(payment_refs=True)
+    assert t.order_status(t.consume(t.start(), " cancel order ")) == "pending"
+    assert t.order_status(t.consume(t.start(), " return the Desk Lamp from order ")) == "delivered"
+    delivered = t.start(frozenset({"delivered"}))
+    assert not t.consume(delivered, " cancel") and not t.consume(delivered, " change the shipping")
+    assert t.consume(delivered, " return") and t.consume(delivered, " update your default address")
+    assert t.consume(t.start(frozenset({"pending"})), " cancel") and not t.consume(t.start(frozenset()), " cancel")
+    tok = grammar.tokenizer
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>", "<order_2>", "<payment_1>"})], text_refs=True,
+                       proposal=t, orders=[{"<order_1>": "delivered", "<order_2>": "pending"}])
+    for i in encode(tok, TRIGGER + " cancel order "):
+        c.update(0, i)
+    allowed = _allowed(c, tok, grammar)
+    assert "<order_2>" in allowed and "<order_1>" not in allowed  # only the pending one is cancelled
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], text_refs=True, proposal=t,
+                       orders=[{"<order_1>": "delivered"}])
+    for i in encode(tok, TRIGGER):
+        c.update(0, i)
+    first = _allowed(c, tok, grammar)
+    assert " re" in first and not any(x.startswith((" c", " m")) for x in first), first

@@ -124,3 +124,26 @@ def test_after_a_proposal_the_write_names_what_it_proposed():
 
     assert items(VIEW) == ["1111111111"]
     assert items(ChatView(**{**VIEW.__dict__, "writes_follow_proposal": True})) == ["2222222222"]
+
+
+def test_by_status_a_delivered_order_is_not_offered_a_cancellation():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    _steer(model, tok)  # the model proposes to cancel order <order_1>
+    msgs = [{"role": "system", "content": "agent"},
+            {"role": "user", "content": "Please cancel order #W1234567."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "get_order_details", "arguments": '{"order_id": "#W1234567"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": json.dumps(ORDER)}]
+
+    def said(view):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=120, view=view, adopt_history=True, greedy=True)
+        return asyncio.run(policy.act("e", msgs, TOOLS))["content"]
+
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True})
+    assert said(held).startswith(TRIGGER + " cancel order #W1234567")
+    other = said(ChatView(**{**held.__dict__, "proposals_by_status": True}))
+    assert other.startswith(TRIGGER) and not other.startswith(TRIGGER + " cancel"), other
