@@ -79,6 +79,8 @@ class CallConstraint:
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
             for g, r in zip(self.grammars, self.shown, strict=True)]
         self.masked: list[int] = []  # the rows whose logits the last `mask_logits` changed
+        self._shown_only_masks: dict[int, torch.Tensor] = {}
+        self._status_masks: dict[tuple[int, str], torch.Tensor | None] = {}
 
     def mask_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """`logits` with the tokens a constrained row may not write set to -inf (a copy, or the
@@ -136,24 +138,15 @@ class CallConstraint:
         state = self.proposing[row]
         assert state is not None
         allowed = self.proposal.mask(state)
-        if self.said[row]:  # a token may enter a new address from before it (" to" then " 4149")
+        # a token may enter a new address from before it (" to" then " 4149")
+        if self.said[row] and self.proposal.reaches_address(state):
             spans = self.proposal.address_mask(state, self.piece[row], self.said[row])
             if spans is not None:
                 allowed = spans
-        narrower = []
-        unshown = self.unshown[row]
-        if unshown is not None:
-            shown = torch.ones_like(allowed)
-            shown[unshown] = False
-            narrower.append(shown)
-        narrower += [m for m in (copy, named) if m is not None]
-        status, known, g = self.proposal.order_status(state), self.orders[row], self.grammars[row]
-        if status and known and g is not None:  # an order whose status the action needs, where known
-            other = [g.ref_ids[r] for r, st in known.items() if st != status and r in g.ref_ids]
-            if other:
-                fits = torch.ones_like(allowed)
-                fits[other] = False
-                narrower.append(fits)
+        narrower = [m for m in (self._shown_only(row), copy, named) if m is not None]
+        status = self.proposal.order_status(state)
+        if status is not None and (fits := self._with_status(row, status)) is not None:
+            narrower.append(fits)
         if self.said_items and self.products[row]:
             customer_named = said_items(self.products[row] or (), self.said[row])
             if customer_named and not _unlisted(customer_named, self._item_list(row)):
@@ -163,6 +156,35 @@ class CallConstraint:
             if bool(both.any()):
                 allowed = both
         return allowed
+
+    def _shown_only(self, row: int) -> torch.Tensor | None:
+        """The tokens a proposing row may write as far as references go: all but the unshown ones
+        (None: every reference is shown). Made once per row, as a row's shown set is fixed."""
+        unshown = self.unshown[row]
+        if unshown is None:
+            return None
+        if row not in self._shown_only_masks:
+            assert self.proposal is not None
+            mask = torch.ones(self.proposal.vocab_size, dtype=torch.bool)
+            mask[unshown] = False
+            self._shown_only_masks[row] = mask
+        return self._shown_only_masks[row]
+
+    def _with_status(self, row: int, status: str) -> torch.Tensor | None:
+        """All tokens but the references of a row's orders known not to be in `status` (None: no
+        order of the row is known to be elsewhere). Made once per (row, status)."""
+        key = (row, status)
+        if key not in self._status_masks:
+            known, g = self.orders[row], self.grammars[row]
+            other = [g.ref_ids[r] for r, st in known.items() if st != status and r in g.ref_ids] \
+                if known and g is not None else []
+            mask = None
+            if other:
+                assert self.proposal is not None
+                mask = torch.ones(self.proposal.vocab_size, dtype=torch.bool)
+                mask[other] = False
+            self._status_masks[key] = mask
+        return self._status_masks[key]
 
     def _text_copy(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row in the middle of copying the customer's words, else None."""

@@ -29,6 +29,7 @@ from rl.chat.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from rl.chat.lru import LRUCache
 from rl.chat.product_names import allowed_tokens, slots_fit
 from rl.chat.proposal_template import ProposalTemplate
+from rl.chat.token_masks import ids_mask
 from rl.chat.views import REF_PATTERN
 
 __all__ = ["DEAD", "END", "CallConstraint", "State", "ToolCallGrammar", "grammar_key"]
@@ -178,11 +179,7 @@ class ToolCallGrammar:
         cached, as generation asks for it at every identifier slot of every row."""
         def make() -> torch.Tensor | None:
             ids = [self.ref_ids[r] for r in refs if r in self.ref_ids and r.startswith(f"<{kind}_")]
-            if not ids:
-                return None
-            mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-            mask[ids] = True
-            return mask
+            return ids_mask(ids, self.vocab_size) if ids else None
 
         return self._shown_masks.get_or_make((kind, refs), make)
 
@@ -259,11 +256,7 @@ class ToolCallGrammar:
         keep = allowed_tokens(slot, names, self.texts, strict)
         if slots_fit(slot, ()):  # no name begun: a turn may end, a special token follow
             keep += [i for i, t in enumerate(self.texts) if t is None]
-        if not keep:
-            return None
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[keep] = True
-        return mask
+        return ids_mask(keep, self.vocab_size) if keep else None
 
     def text_copy_mask(self, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
         """For free text in the middle of copying `value` (`held_copy`, rl/chat/copy_spans.py), the
@@ -285,11 +278,7 @@ class ToolCallGrammar:
                     break
             else:
                 keep.append(i)
-        if not keep:
-            return None
-        mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-        mask[keep] = True
-        return mask
+        return ids_mask(keep, self.vocab_size) if keep else None
 
     def _into_copy(self, state: State) -> list[int]:
         """The allowed tokens whose text enters a copied value from `state` (cached per state)."""
@@ -337,14 +326,8 @@ class ToolCallGrammar:
         """Boolean mask over the vocabulary: the tokens that keep a call in `state` well formed."""
         mask = self._masks.get(state)
         if mask is None:
-            mask = torch.zeros(self.vocab_size, dtype=torch.bool)
-            if state is END:
-                mask[self.close_id] = True
-            elif state is not DEAD:
-                ids = self._alive_ids(state)
-                if ids:
-                    mask[ids] = True
-            self._masks[state] = mask
+            ids = [self.close_id] if state is END else [] if state is DEAD else self._alive_ids(state)
+            mask = self._masks[state] = ids_mask(ids, self.vocab_size)
         return mask
 
     def _alive_ids(self, state: State) -> list[int]:

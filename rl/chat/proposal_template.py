@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from rl.chat.copy_spans import SaidSpans, said_spans
+from rl.chat.token_masks import ids_mask
 from rl.chat.views import REF_PATTERN
 
 if TYPE_CHECKING:
@@ -206,6 +207,21 @@ class _Nfa:
                 self.empty[self._build(option, a, in_address=False)].append(self.final)
         else:
             self.final = self._build(pattern, start, in_address=False)
+        self.before_address = self._reaching(self.address)
+
+    def _reaching(self, targets: set[int]) -> frozenset[int]:
+        """The nodes from which some node of `targets` can be reached (those included)."""
+        back: dict[int, list[int]] = {}
+        for src in range(len(self.edges)):
+            for dst in [d for _, d in self.edges[src]] + self.empty[src]:
+                back.setdefault(dst, []).append(src)
+        out, stack = set(targets), list(targets)
+        while stack:
+            for n in back.get(stack.pop(), ()):
+                if n not in out:
+                    out.add(n)
+                    stack.append(n)
+        return frozenset(out)
 
     def _node(self) -> int:
         self.edges.append([])
@@ -331,18 +347,19 @@ class ProposalTemplate:
     def in_address(self, state: State) -> bool:
         return any(n in self.nfa.address for n in state)
 
+    def reaches_address(self, state: State) -> bool:
+        """Whether a new address is still ahead of `state` (or being written): elsewhere the
+        customer's words hold nothing (`address_mask` is the template's mask)."""
+        return not self.nfa.before_address.isdisjoint(state)
+
     def more_items(self, state: State) -> torch.Tensor:
         """The tokens of `mask(state)` that commit the proposal to another item of a list (", the"
         or " and the" past a name): a row that has named every item it may name is held from them.
         Cached per state."""
         m = self._more.get(state)
         if m is None:
-            m = torch.zeros(self.vocab_size, dtype=torch.bool)
-            ids = [i for i in self.mask(state).nonzero().flatten().tolist()
-                   if self._commits(state, self.texts[i] or "")]
-            if ids:
-                m[ids] = True
-            self._more[state] = m
+            m = self._more[state] = ids_mask((i for i in self.mask(state).nonzero().flatten().tolist()
+                                              if self._commits(state, self.texts[i] or "")), self.vocab_size)
         return m
 
     def _commits(self, state: State, text: str) -> bool:
@@ -375,12 +392,9 @@ class ProposalTemplate:
         cut by an end of turn or a tool call)."""
         m = self._masks.get(state)
         if m is None:
-            m = torch.zeros(self.vocab_size, dtype=torch.bool)
             # a reference is written as its whole token, which free text may be held to (shown ones)
-            ids = [i for i in self._alive_ids(state) if _whole_refs(self.texts[i] or "")]
-            if ids:
-                m[ids] = True
-            self._masks[state] = m
+            m = self._masks[state] = ids_mask((i for i in self._alive_ids(state) if _whole_refs(self.texts[i] or "")),
+                                              self.vocab_size)
         return m
 
     def _alive_ids(self, state: State) -> list[int]:
@@ -415,11 +429,7 @@ class ProposalTemplate:
         for i in allowed.nonzero().flatten().tolist():
             if self._keeps_spans(state, piece, self.texts[i] or "", spans):
                 keep.append(i)
-        if not keep:
-            return None
-        m = torch.zeros(self.vocab_size, dtype=torch.bool)
-        m[keep] = True
-        return m
+        return ids_mask(keep, self.vocab_size) if keep else None
 
     def _keeps_spans(self, state: State, piece: str, text: str, spans: SaidSpans) -> bool:
         """Whether writing `text` from `state` keeps every address piece a span (`follow`'s pieces)."""

@@ -162,17 +162,23 @@ class _Episode:
     rng: random.Random | None = None
 
 
+@dataclass(frozen=True)
+class RowLimits:
+    """What one conversation's turn is held to while it is generated (rl/chat/call_constraint.py)."""
+    grammar: ToolCallGrammar | None = None  # its calls' grammar (None: unconstrained)
+    shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
+    said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
+    products: tuple[str, ...] | None = None  # product names free text may write (None: any)
+    orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
+
+
 @dataclass
 class _Request:
     episode_id: str
     prompt: list[int]
     future: asyncio.Future = field(repr=False)
-    grammar: ToolCallGrammar | None = None
-    shown: frozenset[str] | None = None  # references the conversation has shown (identifier slots take only these)
-    said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
-    products: tuple[str, ...] | None = None  # product names free text may write (None: any)
+    limits: RowLimits = RowLimits()
     key: str = ""  # the episode's key (its order in a lockstep batch)
-    orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
 
 
 @dataclass
@@ -255,8 +261,8 @@ class LocalPolicy:
                                            or self.view.proposal_template)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
         orders = dict(ep.order_status) if grammar is not None and self.view.proposals_by_status else None
-        self._queue.append(_Request(episode_id, list(prompt), fut, grammar, shown, ep.said if copying else (),
-                                    products, ep.key, orders))
+        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders)
+        self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
@@ -425,12 +431,8 @@ class LocalPolicy:
         if self._roster is not None:
             self.rounds.append(tuple(r.key for r in batch))
         try:
-            # order statuses only where the view asks for them (a `_generate` without the setting needs none)
-            extra = {"orders": [r.orders for r in batch]} if self.view.proposals_by_status else {}
             outs = await asyncio.to_thread(self._generate, [r.prompt for r in batch],
-                                           [r.episode_id for r in batch], [r.grammar for r in batch],
-                                           [r.shown for r in batch], [r.said for r in batch],
-                                           [r.products for r in batch], **extra)
+                                           [r.episode_id for r in batch], [r.limits for r in batch])
         except Exception as e:  # noqa: BLE001 - hand the failure to every waiting episode
             for r in batch:
                 if not r.future.done():
@@ -441,11 +443,7 @@ class LocalPolicy:
                 r.future.set_result(o)
 
     def _generate(self, prompts: list[list[int]], episode_ids: list[str] | None = None,
-                  grammars: list[ToolCallGrammar | None] | None = None,
-                  shown: list[frozenset[str] | None] | None = None,
-                  said: list[tuple[str, ...]] | None = None,
-                  products: list[tuple[str, ...] | None] | None = None,
-                  orders: list[dict[str, str] | None] | None = None) -> list[
+                  limits: list[RowLimits] | None = None) -> list[
                       tuple[list[int], list[float], dict[int, tuple[bytes, float]]]]:
         """Per prompt: the new token ids, their unmasked log-probs, and for tokens chosen under the
         constraint, what it allowed and their log-prob under it (`Generation.constrained`)."""
@@ -463,8 +461,7 @@ class LocalPolicy:
             self.model, prompts, caches, max_new_tokens=budget, eos_id=self.tok.eos_token_id,
             pad_id=self.tok.pad_token_id, temperature=self.temperature, greedy=self.greedy, generator=self._gen,
             streams=streams if len(streams) == len(prompts) else None,
-            constraint=self._constraint(grammars, shown, said, products, orders)
-            if grammars and any(grammars) else None,
+            constraint=self._constraint(limits) if limits and any(lim.grammar for lim in limits) else None,
             call_overrun=overrun)
         if was_training:
             self.model.train()
@@ -484,20 +481,19 @@ class LocalPolicy:
         return [(g.ids, g.logprobs, g.constrained) for g in gens]
 
 
-    def _constraint(self, grammars: list[ToolCallGrammar | None], shown: list[frozenset[str] | None] | None,
-                    said: list[tuple[str, ...]] | None,
-                    products: list[tuple[str, ...] | None] | None,
-                    orders: list[dict[str, str] | None] | None = None) -> CallConstraint:
+    def _constraint(self, limits: list[RowLimits]) -> CallConstraint:
         """The decoding constraint of one batch under this policy's view."""
+        grammars = [lim.grammar for lim in limits]
         template = None
         if self.view.proposal_template:
             base = next(g for g in grammars if g is not None)
             # the items an action takes away carry their options only where the records show them
             template = base.proposal_template(self.view.payment_refs, self.view.item_refs,
                                               item_options=not self.view.compact_results)
-        return CallConstraint(grammars, shown, said, text_refs=self.view.shown_refs_in_text,
-                              copy_numbers=self.view.copy_said_numbers, products=products, proposal=template,
-                              said_items=self.view.proposal_said_items, orders=orders)
+        return CallConstraint(grammars, [lim.shown for lim in limits], [lim.said for lim in limits],
+                              text_refs=self.view.shown_refs_in_text, copy_numbers=self.view.copy_said_numbers,
+                              products=[lim.products for lim in limits], proposal=template,
+                              said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits])
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -121,6 +121,23 @@ def test_an_address_is_held_to_the_customers_words_piece_by_piece(grammar):
     assert piece == "" and not t.in_address(state)
 
 
+@pytest.mark.parametrize("proposal", [CANCEL, ADDRESS, RETURN, EXCHANGE, USER_ADDRESS, PAYMENT, SWAP])
+def test_where_no_address_is_ahead_the_customers_words_leave_the_templates_mask(grammar, proposal):
+    """`reaches_address` only skips work: wherever it says no address is ahead, `address_mask` is
+    the template's own mask, at every token boundary of every form."""
+    t = grammar.proposal_template(payment_refs=True, item_options=True)
+    said = ("My new address is <num_3> Elm Street, Springfield, IL <num_5>, USA.",)
+    state, piece, skipped = t.start(), "", 0
+    assert t.reaches_address(state)
+    for i in encode(grammar.tokenizer, proposal):
+        if not t.reaches_address(state):
+            skipped += 1
+            assert torch.equal(t.address_mask(state, piece, said), t.mask(state))
+        state, piece = t.follow(state, piece, grammar.texts[i])
+    has_address = proposal in (ADDRESS, USER_ADDRESS)
+    assert skipped > 0 and t.reaches_address(t.consume(t.start(), proposal[:20])) == has_address
+
+
 def test_tokens_follow_the_template_as_characters_do(grammar):
     t = grammar.proposal_template(payment_refs=True)
     state = t.start()

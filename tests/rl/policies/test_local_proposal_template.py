@@ -15,7 +15,7 @@ from rl.chat.proposal_template import TRIGGER
 from rl.chat.views import ChatView
 from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
 from rl.models.tokenizer import encode, train_bpe
-from rl.policies.local import LocalPolicy
+from rl.policies.local import LocalPolicy, RowLimits
 
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
     "type": "object", "required": ["order_id"], "properties": {"order_id": {"type": "string"}}}}}
@@ -86,9 +86,9 @@ def test_the_policy_builds_its_constraint_from_the_view():
     assert ChatView.from_manifest(view.describe()) == view
     policy = LocalPolicy(model, tok, view=view)
     grammar = policy._grammar(TOOLS)
-    c = policy._constraint([grammar], [frozenset()], [("hi",)], [("Desk Lamp",)])
+    c = policy._constraint([RowLimits(grammar, frozenset(), ("hi",), ("Desk Lamp",))])
     assert c.said_items and c.proposal is grammar.proposal_template(False, item_options=False)
-    plain = LocalPolicy(model, tok, view=VIEW)._constraint([grammar], [frozenset()], [("hi",)], [None])
+    plain = LocalPolicy(model, tok, view=VIEW)._constraint([RowLimits(grammar, frozenset(), ("hi",))])
     assert plain.proposal is None and not plain.said_items
 
 

@@ -18,7 +18,7 @@ WRITES = '<tool_call>\n{"name": "get_order_details", "arguments": {"order_id": "
 
 
 class _FixedText(LocalPolicy):
-    def _generate(self, prompts, episode_ids=None, grammars=None, shown=None, said=None, products=None):
+    def _generate(self, prompts, episode_ids=None, limits=None):
         ids = encode(self.tok, WRITES) + [self.tok.eos_token_id]
         return [(ids, [0.0] * len(ids)) for _ in prompts]
 
@@ -52,7 +52,7 @@ def test_the_model_reads_references_and_its_call_is_expanded():
 
 
 class _FixedRefund(LocalPolicy):
-    def _generate(self, prompts, episode_ids=None, grammars=None, shown=None, said=None, products=None):
+    def _generate(self, prompts, episode_ids=None, limits=None):
         ids = encode(self.tok, "The refund goes to your <payment_1>.") + [self.tok.eos_token_id]
         return [(ids, [0.0] * len(ids)) for _ in prompts]
 
