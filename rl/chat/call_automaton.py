@@ -5,7 +5,9 @@ closing brace, values of the declared JSON type: strings of at most `max_string`
 quotes, backslashes, control characters or U+FFFD (a token holding part of a UTF-8 character); an
 `enum` spelled exactly; arrays of strings; JSON numbers; booleans. A parameter in `ref_params`
 takes one reference token of its kind (`order_id` -> `<order_N>`), one in `copy_params` a copied
-string (rl/chat/copy_spans.py), and with `spaced_values` a string value starts with one space."""
+string (rl/chat/copy_spans.py), one in `name_params` too a person's name (not empty, each word
+capitalised or a name reference: a name is never "" or "email"), and with `spaced_values` a string
+value starts with one space."""
 
 from __future__ import annotations
 
@@ -92,10 +94,12 @@ class CallAutomaton:
     """The automaton over the calls of one tool list (see the module docstring)."""
 
     def __init__(self, schemas: Iterable[Schema], *, ref_params: dict[str, str] | None = None,
-                 copy_params: Iterable[str] = (), max_string: int = 64, spaced_values: bool = False) -> None:
+                 copy_params: Iterable[str] = (), max_string: int = 64, spaced_values: bool = False,
+                 name_params: Iterable[str] = ()) -> None:
         self.schemas = {s.name: s for s in schemas}
         self.ref_params = dict(ref_params or {})  # parameter -> reference kind its value must be
         self.copy_params = frozenset(copy_params)  # free-text parameters copied from the customer's words
+        self.name_params = frozenset(name_params) & self.copy_params  # of which a person's name
         self.max_string = max_string
         self.spaced_values = spaced_values  # free-text string values start with one space
 
@@ -104,7 +108,7 @@ class CallAutomaton:
         keep = frozenset(names)
         return CallAutomaton((s for n, s in self.schemas.items() if n in keep), ref_params=self.ref_params,
                              copy_params=self.copy_params, max_string=self.max_string,
-                             spaced_values=self.spaced_values)
+                             spaced_values=self.spaced_values, name_params=self.name_params)
 
     def start(self) -> State:
         """The state right after `<tool_call>`."""
@@ -122,6 +126,8 @@ class CallAutomaton:
             if ch != state.rest[0]:
                 return DEAD
             return Literal(state.rest[1:], state.then) if len(state.rest) > 1 else state.then
+        if isinstance(state, CopiedString) and state.name:
+            return self._name_step(state, ch)
         if isinstance(state, FreeString | CopiedString):
             if ch == '"':
                 return state.after
@@ -189,6 +195,19 @@ class CallAutomaton:
             return DEAD
         return DEAD  # END, DEAD
 
+    def _name_step(self, state: CopiedString, ch: str) -> State:
+        """A person's name: words that start with a capital or a reference's "<", one space apart."""
+        if ch == '"':
+            return state.after if state.length and not state.word_start else DEAD
+        if ch == " ":
+            return DEAD if state.word_start or state.length >= self.max_string else \
+                CopiedString(state.length + 1, state.after, True, True)
+        if ch in _STRING_BANNED or ch < " " or ch == "\ufffd" or state.length >= self.max_string:
+            return DEAD
+        if state.word_start and not (ch.isupper() or ch == "<"):
+            return DEAD
+        return CopiedString(state.length + 1, state.after, True, False)
+
     def _value_start(self, schema: Schema, key: str, ch: str, after: State) -> State:
         kind = schema.kinds[key]
         ref = self.ref_params.get(key)
@@ -199,7 +218,7 @@ class CallAutomaton:
                 return Reference(f"<{ref}_", False, after)
             enum = schema.enums.get(key)
             value: State = EnumString(enum, "", after) if enum else (
-                CopiedString(0, after) if key in self.copy_params else FreeString(0, after))
+                CopiedString(0, after, key in self.name_params) if key in self.copy_params else FreeString(0, after))
             return Literal(" ", value) if self.spaced_values else value
         if kind == "array":
             return Array(after, True, ref) if ch == "[" else DEAD

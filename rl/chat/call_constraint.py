@@ -171,13 +171,14 @@ class CallConstraint:
         return self._shown_only_masks[row]
 
     def _with_status(self, row: int, status: str) -> torch.Tensor | None:
-        """All tokens but the references of a row's orders known not to be in `status` (None: no
-        order of the row is known to be elsewhere). Made once per (row, status)."""
+        """All tokens but the order references a row may not name where an order in `status` is
+        due: those of orders not looked up, or looked up in another status (None: the row does not
+        track its orders). Made once per (row, status)."""
         key = (row, status)
         if key not in self._status_masks:
             known, g = self.orders[row], self.grammars[row]
-            other = [g.ref_ids[r] for r, st in known.items() if st != status and r in g.ref_ids] \
-                if known and g is not None else []
+            other = [i for r, i in g.ref_ids.items() if r.startswith("<order_") and known.get(r) != status] \
+                if known is not None and g is not None else []
             mask = None
             if other:
                 assert self.proposal is not None
@@ -248,7 +249,8 @@ class CallConstraint:
             if at < 0:
                 return
             known = self.orders[row]
-            state = self.proposal.start(frozenset(known.values()) if known else None)
+            # nothing looked up yet: only what names no order (the teacher never proposes otherwise)
+            state = self.proposal.start(frozenset(known.values()) if known is not None else None)
             text, self.piece[row] = free[at + len(TRIGGER):], ""
             self.proposal_at[row] = at + len(TRIGGER)
         state, self.piece[row] = self.proposal.follow(state, self.piece[row], text)

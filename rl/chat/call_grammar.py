@@ -69,12 +69,14 @@ class ToolCallGrammar:
     def __init__(self, tools: Iterable[dict[str, Any]], tokenizer: PreTrainedTokenizerBase,
                  text_tokens: Iterable[str] = (), ref_params: dict[str, str] | None = None,
                  max_string: int = 64, spaced_values: bool = False,
-                 copy_params: Iterable[str] = (), needs_customer: Iterable[str] = ()) -> None:
+                 copy_params: Iterable[str] = (), needs_customer: Iterable[str] = (),
+                 name_params: Iterable[str] = ()) -> None:
         # tools that only run for an identified customer (the tool layer refuses them before): with
         # references, not writable until the conversation has shown a customer id (`for_shown`)
         self.needs_customer = frozenset(needs_customer)
         self.automaton = CallAutomaton((Schema.from_tool(t) for t in tools), ref_params=ref_params,
-                                       copy_params=copy_params, max_string=max_string, spaced_values=spaced_values)
+                                       copy_params=copy_params, max_string=max_string, spaced_values=spaced_values,
+                                       name_params=name_params)
         if not self.automaton.schemas:
             raise ValueError("a tool-call grammar needs at least one tool")
         self.tokenizer = tokenizer

@@ -93,10 +93,14 @@ class FreeString:
 @dataclass(frozen=True, slots=True)
 class CopiedString:
     """Inside a free-text string copied from the customer's words (its span is checked per row by
-    `ToolCallGrammar.copy_mask`), `length` characters so far."""
+    `ToolCallGrammar.copy_mask`), `length` characters so far. A person's `name` (`name_params`) is
+    not empty and each of its words starts with a capital letter or a reference (`word_start`: the
+    next character starts a word)."""
 
     length: int
     after: State
+    name: bool = False
+    word_start: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ REF_PARAMS: dict[str, str] = {"order_id": "order", "user_id": "user", "payment_m
 # customer up by): with the view's `copied_params`, constrained decoding holds them to a span of
 # what the customer said (rl/chat/call_grammar.py).
 SAID_PARAMS: tuple[str, ...] = ("address1", "address2", "city", "state", "country", "first_name", "last_name")
+NAME_PARAMS: tuple[str, ...] = ("first_name", "last_name")  # of which a person's name (`whole_names`)
 REF_PATTERN = re.compile(r"<(" + "|".join(REF_KINDS) + r")_(\d+)>")  # a reference token: kind, number
 # an item as free text names it under `item_refs` (the teacher writes it, the view collapses it)
 ITEM_MENTION = "{name} (item {item_id})"
@@ -260,8 +261,12 @@ class ChatView:
     writes_follow_proposal: bool = False
     # with proposal_template and refs: a proposal offers only actions the status of an order the
     # conversation looked up allows (only pending orders are cancelled or changed, only delivered
-    # ones returned or exchanged) and names such an order (rl/chat/proposal_template.py `start`)
+    # ones returned or exchanged) and names such an order, never one not looked up (before any
+    # lookup only the default address's update: rl/chat/proposal_template.py `start`)
     proposals_by_status: bool = False
+    # with copied_params: a name copied into a call (NAME_PARAMS) is a whole name, not empty, each
+    # word capitalised or a name reference (rl/chat/call_automaton.py `_name_step`)
+    whole_names: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -361,7 +366,7 @@ class ChatView:
                 "writes_after_proposal": self.writes_after_proposal, "proposal_template": self.proposal_template,
                 "proposal_said_items": self.proposal_said_items,
                 "writes_follow_proposal": self.writes_follow_proposal,
-                "proposals_by_status": self.proposals_by_status,
+                "proposals_by_status": self.proposals_by_status, "whole_names": self.whole_names,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -387,6 +392,7 @@ class ChatView:
                    proposal_said_items=bool(view.get("proposal_said_items")),
                    writes_follow_proposal=bool(view.get("writes_follow_proposal")),
                    proposals_by_status=bool(view.get("proposals_by_status")),
+                   whole_names=bool(view.get("whole_names")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -157,8 +157,12 @@ class ExperimentRecipe(BaseModel):
     writes_follow_proposal: bool = False
     # with proposal_template: a proposal offers only actions the status of an order the
     # conversation looked up allows, and names such an order (the store policy: only pending
-    # orders are cancelled or changed, only delivered ones returned); decoding only
+    # orders are cancelled or changed, only delivered ones returned), never one not looked up;
+    # decoding only
     proposals_by_status: bool = False
+    # with copy_values: a name copied into a call is a whole name (not empty, each word capitalised
+    # or a name reference: rl/chat/call_automaton.py `_name_step`); decoding only
+    whole_names: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -239,6 +243,7 @@ class ExperimentRecipe(BaseModel):
                         writes_follow_proposal=self.writes_follow_proposal and self.refs and self.constrain_calls,
                         proposals_by_status=self.proposals_by_status and self.proposal_template and self.refs
                         and self.constrain_calls,
+                        whole_names=self.whole_names and self.copy_values and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

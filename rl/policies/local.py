@@ -60,7 +60,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
-from rl.chat.views import FULL_VIEW, REF_PATTERN, ChatView, RefTable, item_names, rewrite_call
+from rl.chat.views import FULL_VIEW, NAME_PARAMS, REF_PATTERN, ChatView, RefTable, item_names, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
 from rl.models.tokenizer import decode
@@ -289,14 +289,15 @@ class LocalPolicy:
             return None
         needs_customer = NEEDS_CUSTOMER if self.view.identified_calls else frozenset()
         key = (id(self.tok), grammar_key(offered), tuple(sorted(self.view.ref_params.items())),
-               self.view.spaced_values, self.view.copied_params, needs_customer)
+               self.view.spaced_values, self.view.copied_params, needs_customer, self.view.whole_names)
         g = _GRAMMARS.get(key)
         if g is None or g.tokenizer is not self.tok:
             g = _GRAMMARS[key] = ToolCallGrammar(offered, self.tok, text_tokens=self.view.extra_tokens,
                                                  ref_params=self.view.ref_params,
                                                  spaced_values=self.view.spaced_values,
                                                  copy_params=self.view.copied_params,
-                                                 needs_customer=needs_customer)
+                                                 needs_customer=needs_customer,
+                                                 name_params=NAME_PARAMS if self.view.whole_names else ())
         return g
 
     def new_episode(self, key: str = "") -> _Episode:

@@ -227,3 +227,17 @@ def test_by_status_a_proposal_offers_only_what_the_orders_status_allows(grammar)
         c.update(0, i)
     first = _allowed(c, tok, grammar)
     assert " re" in first and not any(x.startswith((" c", " m")) for x in first), first
+    # an order the conversation has not looked up is never named (shown, but its status unknown)
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>", "<order_2>", "<payment_1>"})], text_refs=True,
+                       proposal=t, orders=[{"<order_2>": "pending"}])
+    for i in encode(tok, TRIGGER + " cancel order "):
+        c.update(0, i)
+    allowed = _allowed(c, tok, grammar)
+    assert "<order_2>" in allowed and "<order_1>" not in allowed
+    # nothing looked up yet: only a proposal that names no order
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], text_refs=True, proposal=t, orders=[{}])
+    for i in encode(tok, TRIGGER):
+        c.update(0, i)
+    first = _allowed(c, tok, grammar)
+    assert first and all(" update your default address".startswith(x) or x.startswith(" update") for x in first), \
+        first

@@ -90,6 +90,13 @@ def test_the_policy_builds_its_constraint_from_the_view():
     assert c.said_items and c.proposal is grammar.proposal_template(False, item_options=False)
     plain = LocalPolicy(model, tok, view=VIEW)._constraint([RowLimits(grammar, frozenset(), ("hi",))])
     assert plain.proposal is None and not plain.said_items
+    # whole names: the policy's grammar holds its copied names (and the view's manifest keeps it)
+    from rl.chat.views import SAID_PARAMS
+
+    named = ChatView(**{**view.__dict__, "copied_params": SAID_PARAMS, "whole_names": True})
+    assert ChatView.from_manifest(named.describe()) == named
+    assert LocalPolicy(model, tok, view=named)._grammar(TOOLS).automaton.name_params == {"first_name", "last_name"}
+    assert policy._grammar(TOOLS).automaton.name_params == frozenset()
 
 
 RETURN_TOOLS = [{"type": "function", "function": {"name": "return_delivered_order_items", "parameters": {
