@@ -34,6 +34,7 @@ from rl.chat.call_states import (
 )
 
 _STRING_BANNED = frozenset('"\\')
+NAME_REF = "<name_"  # how a name reference begins (rl/chat/views.py REF_KINDS)
 _NUMBER_ENDS = frozenset({NumberPhase.ZERO, NumberPhase.INT, NumberPhase.FRAC, NumberPhase.EXPD})
 _KINDS = ("string", "array", "number", "integer", "boolean")
 
@@ -196,7 +197,11 @@ class CallAutomaton:
         return DEAD  # END, DEAD
 
     def _name_step(self, state: CopiedString, ch: str) -> State:
-        """A person's name: words that start with a capital or a reference's "<", one space apart."""
+        """A person's name: words that start with a capital or are a name reference (`<name_N>`,
+        not an order's or a zip's), one space apart."""
+        if state.rest:
+            return CopiedString(state.length + 1, state.after, True, False, state.rest[1:]) \
+                if ch == state.rest[0] else DEAD
         if ch == '"':
             return state.after if state.length and not state.word_start else DEAD
         if ch == " ":
@@ -204,7 +209,9 @@ class CallAutomaton:
                 CopiedString(state.length + 1, state.after, True, True)
         if ch in _STRING_BANNED or ch < " " or ch == "\ufffd" or state.length >= self.max_string:
             return DEAD
-        if state.word_start and not (ch.isupper() or ch == "<"):
+        if state.word_start and ch == "<":
+            return CopiedString(state.length + 1, state.after, True, False, NAME_REF[1:])
+        if state.word_start and not ch.isupper():
             return DEAD
         return CopiedString(state.length + 1, state.after, True, False)
 

@@ -172,13 +172,13 @@ class CallConstraint:
 
     def _with_status(self, row: int, status: str) -> torch.Tensor | None:
         """All tokens but the order references a row may not name where an order in `status` is
-        due: those of orders not looked up, or looked up in another status (None: the row does not
-        track its orders). Made once per (row, status)."""
+        due: those of orders not looked up, or looked up in another status (None: the row has
+        looked up no order, or does not track its orders). Made once per (row, status)."""
         key = (row, status)
         if key not in self._status_masks:
             known, g = self.orders[row], self.grammars[row]
             other = [i for r, i in g.ref_ids.items() if r.startswith("<order_") and known.get(r) != status] \
-                if known is not None and g is not None else []
+                if known and g is not None else []
             mask = None
             if other:
                 assert self.proposal is not None
@@ -249,8 +249,9 @@ class CallConstraint:
             if at < 0:
                 return
             known = self.orders[row]
-            # nothing looked up yet: only what names no order (the teacher never proposes otherwise)
-            state = self.proposal.start(frozenset(known.values()) if known is not None else None)
+            # nothing looked up yet: every template (holding it to the default address's update,
+            # which names no order, wrote nonsense addresses in `dev-lookups`' first start)
+            state = self.proposal.start(frozenset(known.values()) if known else None)
             text, self.piece[row] = free[at + len(TRIGGER):], ""
             self.proposal_at[row] = at + len(TRIGGER)
         state, self.piece[row] = self.proposal.follow(state, self.piece[row], text)

@@ -94,13 +94,14 @@ class FreeString:
 class CopiedString:
     """Inside a free-text string copied from the customer's words (its span is checked per row by
     `ToolCallGrammar.copy_mask`), `length` characters so far. A person's `name` (`name_params`) is
-    not empty and each of its words starts with a capital letter or a reference (`word_start`: the
-    next character starts a word)."""
+    not empty and each of its words starts with a capital letter or is a name reference
+    (`word_start`: the next character starts a word; `rest`: what a begun `<name_` still needs)."""
 
     length: int
     after: State
     name: bool = False
     word_start: bool = True
+    rest: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,8 +261,8 @@ class ChatView:
     writes_follow_proposal: bool = False
     # with proposal_template and refs: a proposal offers only actions the status of an order the
     # conversation looked up allows (only pending orders are cancelled or changed, only delivered
-    # ones returned or exchanged) and names such an order, never one not looked up (before any
-    # lookup only the default address's update: rl/chat/proposal_template.py `start`)
+    # ones returned or exchanged) and, once an order is looked up, names only such an order, never
+    # one not looked up (rl/chat/proposal_template.py `start`; rl/chat/call_constraint.py)
     proposals_by_status: bool = False
     # with copied_params: a name copied into a call (NAME_PARAMS) is a whole name, not empty, each
     # word capitalised or a name reference (rl/chat/call_automaton.py `_name_step`)

@@ -157,8 +157,8 @@ class ExperimentRecipe(BaseModel):
     writes_follow_proposal: bool = False
     # with proposal_template: a proposal offers only actions the status of an order the
     # conversation looked up allows, and names such an order (the store policy: only pending
-    # orders are cancelled or changed, only delivered ones returned), never one not looked up;
-    # decoding only
+    # orders are cancelled or changed, only delivered ones returned), once an order is looked up
+    # never one not looked up; decoding only
     proposals_by_status: bool = False
     # with copy_values: a name copied into a call is a whole name (not empty, each word capitalised
     # or a name reference: rl/chat/call_automaton.py `_name_step`); decoding only

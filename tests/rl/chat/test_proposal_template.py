@@ -234,10 +234,10 @@ def test_by_status_a_proposal_offers_only_what_the_orders_status_allows(grammar)
         c.update(0, i)
     allowed = _allowed(c, tok, grammar)
     assert "<order_2>" in allowed and "<order_1>" not in allowed
-    # nothing looked up yet: only a proposal that names no order
+    # nothing looked up yet: every template, as without the setting (one held to the default
+    # address's update wrote nonsense addresses: bench/results/README.md, `dev-lookups`)
     c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], text_refs=True, proposal=t, orders=[{}])
     for i in encode(tok, TRIGGER):
         c.update(0, i)
     first = _allowed(c, tok, grammar)
-    assert first and all(" update your default address".startswith(x) or x.startswith(" update") for x in first), \
-        first
+    assert any(x.startswith(" c") for x in first) and any(x.startswith(" re") for x in first), first
