@@ -132,9 +132,7 @@ class CallAutomaton:
         if isinstance(state, FreeString | CopiedString):
             if ch == '"':
                 return state.after
-            if ch in _STRING_BANNED or ch < " " or ch == "\ufffd":
-                return DEAD  # JSON needs these escaped; U+FFFD: a token holding part of a UTF-8 character
-            if state.length >= self.max_string:
+            if self._breaks_string(state, ch):
                 return DEAD
             return type(state)(state.length + 1, state.after)
         if isinstance(state, EnumString):
@@ -196,6 +194,11 @@ class CallAutomaton:
             return DEAD
         return DEAD  # END, DEAD
 
+    def _breaks_string(self, state: FreeString | CopiedString, ch: str) -> bool:
+        """Whether `ch` may not be the next character of a string value: JSON needs it escaped,
+        it is U+FFFD (a token holding part of a UTF-8 character), or the value is at its longest."""
+        return ch in _STRING_BANNED or ch < " " or ch == "\ufffd" or state.length >= self.max_string
+
     def _name_step(self, state: CopiedString, ch: str) -> State:
         """A person's name: words that start with a capital or are a name reference (`<name_N>`,
         not an order's or a zip's), one space apart."""
@@ -204,11 +207,10 @@ class CallAutomaton:
                 if ch == state.rest[0] else DEAD
         if ch == '"':
             return state.after if state.length and not state.word_start else DEAD
-        if ch == " ":
-            return DEAD if state.word_start or state.length >= self.max_string else \
-                CopiedString(state.length + 1, state.after, True, True)
-        if ch in _STRING_BANNED or ch < " " or ch == "\ufffd" or state.length >= self.max_string:
+        if self._breaks_string(state, ch):
             return DEAD
+        if ch == " ":
+            return DEAD if state.word_start else CopiedString(state.length + 1, state.after, True, True)
         if state.word_start and ch == "<":
             return CopiedString(state.length + 1, state.after, True, False, NAME_REF[1:])
         if state.word_start and not ch.isupper():

@@ -25,6 +25,7 @@ from rl.chat.copy_spans import held_copy, said_spans
 from rl.chat.product_names import open_slot
 from rl.chat.proposal_template import TRIGGER, ProposalTemplate
 from rl.chat.proposal_template import State as ProposalState
+from rl.chat.token_masks import ids_mask
 
 if TYPE_CHECKING:
     from rl.chat.call_grammar import ToolCallGrammar
@@ -165,9 +166,7 @@ class CallConstraint:
             return None
         if row not in self._shown_only_masks:
             assert self.proposal is not None
-            mask = torch.ones(self.proposal.vocab_size, dtype=torch.bool)
-            mask[unshown] = False
-            self._shown_only_masks[row] = mask
+            self._shown_only_masks[row] = ~ids_mask(unshown.tolist(), self.proposal.vocab_size)
         return self._shown_only_masks[row]
 
     def _with_status(self, row: int, status: str) -> torch.Tensor | None:
@@ -179,12 +178,8 @@ class CallConstraint:
             known, g = self.orders[row], self.grammars[row]
             other = [i for r, i in g.ref_ids.items() if r.startswith("<order_") and known.get(r) != status] \
                 if known and g is not None else []
-            mask = None
-            if other:
-                assert self.proposal is not None
-                mask = torch.ones(self.proposal.vocab_size, dtype=torch.bool)
-                mask[other] = False
-            self._status_masks[key] = mask
+            assert self.proposal is not None
+            self._status_masks[key] = ~ids_mask(other, self.proposal.vocab_size) if other else None
         return self._status_masks[key]
 
     def _text_copy(self, row: int) -> torch.Tensor | None:
