@@ -10,7 +10,8 @@ product names its conversation's lookups showed), a capitalised word after "the 
 one of those names (rl/chat/product_names.py: a return proposal names a product of the order, not
 the one the model saw most in training); with `proposal`, free text that writes "To confirm, I
 will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/chat/
-proposal_template.py), the other masks narrowing its slots where they agree with it."""
+proposal_template.py), the other masks narrowing its slots where they agree with it; a row that may
+not propose yet (`may_propose`: its conversation has looked nothing up) does not begin one."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ class CallConstraint:
                  said: list[tuple[str, ...]] | None = None, text_refs: bool = False,
                  copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None,
                  proposal: ProposalTemplate | None = None, said_items: bool = False,
-                 orders: list[dict[str, str] | None] | None = None) -> None:
+                 orders: list[dict[str, str] | None] | None = None,
+                 may_propose: list[bool] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -75,6 +77,10 @@ class CallConstraint:
         self.orders = list(orders) if orders is not None else [None] * len(grammars)
         if len(self.orders) != len(grammars):
             raise ValueError("one map of order statuses per row")
+        # per row, whether it may begin a proposal (with `proposal`; False: it has looked nothing up yet)
+        self.may_propose = list(may_propose) if may_propose is not None else [True] * len(grammars)
+        if len(self.may_propose) != len(grammars):
+            raise ValueError("one may-propose flag per row")
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -93,8 +99,10 @@ class CallConstraint:
         named = {i: m for i, s in enumerate(self.states)
                  if s is None and self.products[i] is not None and (m := self._product(i)) is not None}
         proposing = {i for i, s in enumerate(self.states) if s is None and self.proposing[i] is not None}
-        free = [i for i, s in enumerate(self.states)
-                if s is None and (self.unshown[i] is not None or i in copies or i in named or i in proposing)]
+        held = {i: m for i, s in enumerate(self.states)
+                if s is None and i not in proposing and (m := self._held_back(i)) is not None}
+        free = [i for i, s in enumerate(self.states) if s is None and (
+            self.unshown[i] is not None or i in copies or i in named or i in proposing or i in held)]
         self.masked = []
         if not rows and not free:
             return logits
@@ -111,6 +119,8 @@ class CallConstraint:
                 _keep_only(out, i, copies[i])
             if i in named and i not in copies:
                 _keep_only(out, i, named[i])
+            if i in held and bool(torch.isfinite(out[i, : held[i].shape[0]][held[i].to(out.device)]).any()):
+                _keep_only(out, i, held[i])  # a copy or a name that leaves nothing else wins
             self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
@@ -181,6 +191,13 @@ class CallConstraint:
             assert self.proposal is not None
             self._status_masks[key] = ~ids_mask(other, self.proposal.vocab_size) if other else None
         return self._status_masks[key]
+
+    def _held_back(self, row: int) -> torch.Tensor | None:
+        """The mask of a free-text row that may not propose yet (`ProposalTemplate.no_trigger`), else
+        None."""
+        if self.proposal is None or self.may_propose[row]:
+            return None
+        return self.proposal.no_trigger(self.free[row])
 
     def _text_copy(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row in the middle of copying the customer's words, else None."""

@@ -308,6 +308,7 @@ class ProposalTemplate:
         self._more: dict[State, torch.Tensor] = {}
         self._steps: dict[tuple[State, str], State] = {}
         self._address_masks: dict[tuple[State, str, tuple[str, ...]], torch.Tensor | None] = {}
+        self._no_trigger: dict[tuple[bool, int], torch.Tensor | None] = {}
 
     def start(self, statuses: frozenset[str] | None = None) -> State:
         """The state right after the trigger; with `statuses` (those of the orders a conversation
@@ -320,6 +321,27 @@ class ProposalTemplate:
                         if need is None or need in statuses}
             self._starts[statuses] = self.nfa.closure(branches)
         return self._starts[statuses]
+
+    def no_trigger(self, free: str) -> torch.Tensor | None:
+        """The tokens a row that may not propose yet (`propose_after_lookup`) may write after its
+        free text `free`: all but those that begin the trigger at the start of the turn (where every
+        proposal of the teacher's begins, so the model turns to what it would do instead: a lookup)
+        and those that complete it anywhere. None where no token is held back. Cached per
+        (start of the turn, the trigger's prefix `free` ends with)."""
+        start = not free.strip()
+        done = next((k for k in range(len(TRIGGER) - 1, 0, -1) if free.endswith(TRIGGER[:k])), 0)
+        key = (start, done)
+        if key not in self._no_trigger:
+            held = []
+            for i, text in enumerate(self.texts):
+                if not text:
+                    continue
+                lead = text.lstrip()
+                if TRIGGER in TRIGGER[:done] + text or start and lead and (
+                        TRIGGER.startswith(lead) or lead.startswith(TRIGGER)):
+                    held.append(i)
+            self._no_trigger[key] = ~ids_mask(held, self.vocab_size) if held else None
+        return self._no_trigger[key]
 
     def order_status(self, state: State) -> str | None:
         """The status the order a proposal names next must have, at the slot of its reference."""

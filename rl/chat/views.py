@@ -267,6 +267,10 @@ class ChatView:
     # with copied_params: a name copied into a call (NAME_PARAMS) is a whole name, not empty, each
     # word capitalised or a name reference (rl/chat/call_automaton.py `_name_step`)
     whole_names: bool = False
+    # with proposal_template: a turn begins no proposal before a lookup has shown an order's or the
+    # customer's record (every proposal of the teacher's follows one; rl/policies/local.py
+    # `shows_record`, rl/chat/proposal_template.py `no_trigger`)
+    propose_after_lookup: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -367,6 +371,7 @@ class ChatView:
                 "proposal_said_items": self.proposal_said_items,
                 "writes_follow_proposal": self.writes_follow_proposal,
                 "proposals_by_status": self.proposals_by_status, "whole_names": self.whole_names,
+                "propose_after_lookup": self.propose_after_lookup,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -393,6 +398,7 @@ class ChatView:
                    writes_follow_proposal=bool(view.get("writes_follow_proposal")),
                    proposals_by_status=bool(view.get("proposals_by_status")),
                    whole_names=bool(view.get("whole_names")),
+                   propose_after_lookup=bool(view.get("propose_after_lookup")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -163,6 +163,10 @@ class ExperimentRecipe(BaseModel):
     # with copy_values: a name copied into a call is a whole name (not empty, each word capitalised
     # or a name reference: rl/chat/call_automaton.py `_name_step`); decoding only
     whole_names: bool = False
+    # with proposal_template: no proposal begins before a lookup has shown an order or the customer
+    # (the teacher's never does; the held-out customer's "The account email is ..." drew proposals
+    # before any lookup); decoding only
+    propose_after_lookup: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -244,6 +248,8 @@ class ExperimentRecipe(BaseModel):
                         proposals_by_status=self.proposals_by_status and self.proposal_template and self.refs
                         and self.constrain_calls,
                         whole_names=self.whole_names and self.copy_values and self.constrain_calls,
+                        propose_after_lookup=self.propose_after_lookup and self.proposal_template
+                        and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

@@ -36,7 +36,8 @@ right after the agent asked the customer to confirm, `asked_to_confirm`; with `p
 a proposal it begins is written in one of the teacher's templates, rl/chat/proposal_template.py, and
 with `proposal_said_items` its items are products the customer named; with `writes_follow_proposal`,
 in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`; with
-`proposals_by_status`, a proposal offers only actions the status of an order it looked up allows); the trace
+`proposals_by_status`, a proposal offers only actions the status of an order it looked up allows; with
+`propose_after_lookup`, none begins before a lookup has shown an order or the customer); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -122,6 +123,17 @@ def order_statuses(result: str) -> dict[str, str]:
     return {}
 
 
+def shows_record(result: str) -> bool:
+    """Whether a lookup's result (as the model is shown it) is an order's or a customer's record:
+    what every proposal of the teacher's follows (`propose_after_lookup`)."""
+    try:
+        rec = json.loads(result)
+    except ValueError:
+        return False
+    return isinstance(rec, dict) and ({"order_id", "status"} <= rec.keys()
+                                      or {"payment_methods", "orders"} <= rec.keys())
+
+
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:
     """The assistant message (OpenAI format) for what the model generated: its text and tool calls;
     each malformed call becomes a `malformed_tool_call` carrying the parse error as `error` and what
@@ -155,6 +167,7 @@ class _Episode:
     item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product name -> its items' references
     last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
     order_status: dict[str, str] = field(default_factory=dict)  # order reference -> status its lookups showed
+    looked_up: bool = False  # a lookup has shown an order's or the customer's record (`propose_after_lookup`)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
     key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
@@ -170,6 +183,7 @@ class RowLimits:
     said: tuple[str, ...] = ()  # the customer's messages (copied values are spans of these)
     products: tuple[str, ...] | None = None  # product names free text may write (None: any)
     orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
+    may_propose: bool = True  # whether a proposal may begin (with `propose_after_lookup`: after a lookup)
 
 
 @dataclass
@@ -261,7 +275,8 @@ class LocalPolicy:
                                            or self.view.proposal_template)
         products = ep.products if grammar is not None and self.view.copy_product_names else None
         orders = dict(ep.order_status) if grammar is not None and self.view.proposals_by_status else None
-        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders)
+        may_propose = ep.looked_up or not self.view.propose_after_lookup
+        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
@@ -367,6 +382,8 @@ class LocalPolicy:
                     outputs.append(ep.refs.show(out) if ep.refs else out)
                     if self.view.proposals_by_status:
                         ep.order_status.update(order_statuses(outputs[-1]))
+                    if self.view.propose_after_lookup and shows_record(outputs[-1]):
+                        ep.looked_up = True
                     if self.view.writes_follow_proposal:
                         for ref, name in item_names(outputs[-1]).items():
                             ep.item_refs[name] = tuple(dict.fromkeys((*ep.item_refs.get(name, ()), ref)))
@@ -494,7 +511,8 @@ class LocalPolicy:
         return CallConstraint(grammars, [lim.shown for lim in limits], [lim.said for lim in limits],
                               text_refs=self.view.shown_refs_in_text, copy_numbers=self.view.copy_said_numbers,
                               products=[lim.products for lim in limits], proposal=template,
-                              said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits])
+                              said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits],
+                              may_propose=[lim.may_propose for lim in limits])
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -241,3 +241,38 @@ def test_by_status_a_proposal_offers_only_what_the_orders_status_allows(grammar)
         c.update(0, i)
     first = _allowed(c, tok, grammar)
     assert any(x.startswith(" c") for x in first) and any(x.startswith(" re") for x in first), first
+
+
+def _writes_trigger(c, grammar, text: str) -> bool:
+    """Whether some token the row may write next makes its free text (`text` so far) begin the
+    trigger at the start of the turn or contain it."""
+    lead = text.lstrip()
+    for x in _allowed(c, grammar.tokenizer, grammar) - {None}:
+        after = (lead + x).lstrip()
+        if TRIGGER in text + x or not lead and after and TRIGGER.startswith(after):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("may_propose", [True, False])
+def test_a_row_that_may_not_propose_yet_begins_no_proposal(grammar, may_propose):
+    tok = grammar.tokenizer
+    t = grammar.proposal_template(payment_refs=True)
+    for text in ("", " ", TRIGGER[:-5], "Sure. " + TRIGGER[:-5]):
+        c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], proposal=t, may_propose=[may_propose])
+        for i in encode(tok, text):
+            c.update(0, i)
+        assert _writes_trigger(c, grammar, text) == may_propose, text
+        assert (c.masked == [0]) != may_propose  # the tokens chosen under it are recorded as constrained
+    # the rest of the turn is free: other words, a tool call, the end of the turn
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], proposal=t, may_propose=[False])
+    allowed = _allowed(c, tok, grammar) - {None}
+    assert any(x.startswith("I") for x in allowed)
+    logits = c.mask_logits(torch.zeros(1, len(tok)))[0]
+    assert torch.isfinite(logits[grammar.open_id]) and torch.isfinite(logits[tok.eos_token_id])
+    for i in encode(tok, "Sure. "):
+        c.update(0, i)
+    # mid-turn only the token that would complete the trigger is held
+    assert any(x and x.startswith("To") for x in _allowed(c, tok, grammar))
+    # the held tokens are cached per point of the trigger, the same for every row
+    assert t.no_trigger("") is t.no_trigger(" ") and t.no_trigger("Sure. To") is t.no_trigger("To")

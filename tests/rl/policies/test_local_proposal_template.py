@@ -154,3 +154,46 @@ def test_by_status_a_delivered_order_is_not_offered_a_cancellation():
     assert said(held).startswith(TRIGGER + " cancel order #W1234567")
     other = said(ChatView(**{**held.__dict__, "proposals_by_status": True}))
     assert other.startswith(TRIGGER) and not other.startswith(TRIGGER + " cancel"), other
+
+
+def test_after_lookup_no_proposal_begins_before_a_lookup_has_shown_a_record():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    _steer(model, tok, PROPOSAL)  # the model proposes whatever it has seen
+    start = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."}]
+
+    def lookup(result):
+        return [*start, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "get_order_details", "arguments": '{"order_id": "#W1234567"}'}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": result}]
+
+    def said(view, msgs):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=60, view=view, adopt_history=True, greedy=True)
+        out = asyncio.run(policy.act("e", msgs, TOOLS))
+        return out["content"] or "", policy.pop_trace("e")
+
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True})
+    first = ChatView(**{**held.__dict__, "propose_after_lookup": True})
+    assert said(held, start)[0].startswith(TRIGGER)
+    for msgs in (start, lookup("Error: order not found")):  # nothing looked up, or a lookup that failed
+        text, trace = said(first, msgs)
+        assert TRIGGER not in text and not TRIGGER.startswith(text.strip()[:2] or "-"), text
+        assert trace.constrained  # the turn was chosen under the rule: recorded as constrained
+    assert said(first, lookup(json.dumps({**ORDER, "status": "pending"})))[0].startswith(TRIGGER + " cancel order #W")
+
+
+@pytest.mark.parametrize("result, record", [
+    (json.dumps(ORDER), True),
+    ('{"order_id":"<order_1>","status":"pending","items":[]}', True),  # compact, by reference
+    ('{"name":"Mei Kovacs","payment_methods":["<payment_1>"],"orders":["<order_1>"]}', True),  # a profile
+    ("Error: user not found", False),
+    ("mei_kovacs_1234", False),  # an identified customer's id: nothing looked up yet
+    ('{"name":"Desk Lamp","product_id":"1","available":[]}', False),  # a product
+])
+def test_a_record_is_an_orders_or_a_customers(result, record):
+    from rl.policies.local import shows_record
+
+    assert shows_record(result) == record
