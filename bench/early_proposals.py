@@ -41,8 +41,9 @@ def _early(messages: list[dict[str, Any]]) -> tuple[bool, bool, bool]:
             text = str(m.get("content") or "")
             recorded = recorded or shows_record(text)
             order = order or bool(order_statuses(text))
-            identified = identified or (called.get(m.get("tool_call_id", ""), "").startswith("find_user_id")
-                                        and not text.startswith("Error"))
+            # a record shown identifies the customer too, so the three columns nest
+            identified = identified or recorded or (
+                called.get(m.get("tool_call_id", ""), "").startswith("find_user_id") and not text.startswith("Error"))
         elif m.get("role") == "assistant" and TRIGGER in str(m.get("content") or ""):
             return not order, not recorded, not identified
     return False, False, False

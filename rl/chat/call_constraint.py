@@ -11,7 +11,8 @@ one of those names (rl/chat/product_names.py: a return proposal names a product 
 the one the model saw most in training); with `proposal`, free text that writes "To confirm, I
 will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/chat/
 proposal_template.py), the other masks narrowing its slots where they agree with it; a row that may
-not propose yet (`may_propose`: its conversation has looked nothing up) does not begin one."""
+not propose yet (`may_propose`: no lookup has shown an order's or the customer's record) does not
+begin one."""
 
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ class CallConstraint:
     `address_mask`); a shown-references, copy or product mask that leaves a token the template
     allows narrows it further, one that leaves none is dropped (the template wins). With
     `said_items` too, the items of a proposal's list are products the customer named (when they
-    named any of the shown ones), each once, and the list ends when none is left (`said_items`)."""
+    named any of the shown ones), each once, and the list ends when none is left (`said_items`). A
+    row whose `may_propose` is False does not begin a proposal (`ProposalTemplate.no_trigger`)."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
@@ -77,7 +79,8 @@ class CallConstraint:
         self.orders = list(orders) if orders is not None else [None] * len(grammars)
         if len(self.orders) != len(grammars):
             raise ValueError("one map of order statuses per row")
-        # per row, whether it may begin a proposal (with `proposal`; False: it has looked nothing up yet)
+        # per row, whether it may begin a proposal (with `proposal`; False: no lookup has shown an
+        # order's or the customer's record yet)
         self.may_propose = list(may_propose) if may_propose is not None else [True] * len(grammars)
         if len(self.may_propose) != len(grammars):
             raise ValueError("one may-propose flag per row")
@@ -195,8 +198,8 @@ class CallConstraint:
     def _held_back(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row that may not propose yet (`ProposalTemplate.no_trigger`), else
         None."""
-        if self.proposal is None or self.may_propose[row]:
-            return None
+        if self.proposal is None or self.may_propose[row] or self.grammars[row] is None:
+            return None  # a row without a grammar follows no free text: it is never held
         return self.proposal.no_trigger(self.free[row])
 
     def _text_copy(self, row: int) -> torch.Tensor | None:

@@ -112,13 +112,20 @@ def held_to(shown: frozenset[str], proposed: frozenset[str]) -> frozenset[str]:
     return frozenset(r for r in shown if r in proposed or not ((m := REF_PATTERN.fullmatch(r)) and m.group(1) in kinds))
 
 
-def order_statuses(result: str) -> dict[str, str]:
-    """order reference (or id) -> status, from a lookup's result as the model is shown it."""
+def _record(result: str) -> dict[str, Any]:
+    """A lookup's result as the model is shown it, parsed: a JSON object, or {} for anything else
+    (an error, a user id, a list)."""
     try:
         rec = json.loads(result)
     except ValueError:
         return {}
-    if isinstance(rec, dict) and isinstance(rec.get("order_id"), str) and isinstance(rec.get("status"), str):
+    return rec if isinstance(rec, dict) else {}
+
+
+def order_statuses(result: str) -> dict[str, str]:
+    """order reference (or id) -> status, from a lookup's result as the model is shown it."""
+    rec = _record(result)
+    if isinstance(rec.get("order_id"), str) and isinstance(rec.get("status"), str):
         return {rec["order_id"]: rec["status"]}
     return {}
 
@@ -126,12 +133,8 @@ def order_statuses(result: str) -> dict[str, str]:
 def shows_record(result: str) -> bool:
     """Whether a lookup's result (as the model is shown it) is an order's or a customer's record:
     what every proposal of the teacher's follows (`propose_after_lookup`)."""
-    try:
-        rec = json.loads(result)
-    except ValueError:
-        return False
-    return isinstance(rec, dict) and ({"order_id", "status"} <= rec.keys()
-                                      or {"payment_methods", "orders"} <= rec.keys())
+    rec = _record(result)
+    return {"order_id", "status"} <= rec.keys() or {"payment_methods", "orders"} <= rec.keys()
 
 
 def reply_message(text: str, call_id_prefix: str = "call") -> dict[str, Any]:

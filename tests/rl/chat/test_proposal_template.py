@@ -275,4 +275,21 @@ def test_a_row_that_may_not_propose_yet_begins_no_proposal(grammar, may_propose)
     # mid-turn only the token that would complete the trigger is held
     assert any(x and x.startswith("To") for x in _allowed(c, tok, grammar))
     # the held tokens are cached per point of the trigger, the same for every row
-    assert t.no_trigger("") is t.no_trigger(" ") and t.no_trigger("Sure. To") is t.no_trigger("To")
+    assert t.no_trigger("") is t.no_trigger(" ") is not None
+    assert t.no_trigger("Sure. " + TRIGGER[:-5]) is t.no_trigger(TRIGGER[:-5]) is not None
+    # a row without a grammar (no tools offered) keeps no free text: it is never held
+    c = CallConstraint([None], proposal=t, may_propose=[False])
+    assert c._held_back(0) is None and c.mask_logits(torch.zeros(1, len(tok))) is not None and c.masked == []
+
+
+def test_a_copy_that_leaves_only_the_trigger_wins_over_the_rule(grammar):
+    tok = grammar.tokenizer
+    t = grammar.proposal_template(payment_refs=True)
+    c = CallConstraint([grammar], shown=[frozenset({"<order_1>"})], proposal=t, may_propose=[False])
+    held = t.no_trigger("")
+    opening = encode(tok, TRIGGER)[0]
+    assert held is not None and not held[opening]
+    logits = torch.full((1, len(tok)), float("-inf"))
+    logits[0, opening] = 0.0  # as a copy mask that leaves only that token would
+    out = c.mask_logits(logits)
+    assert torch.isfinite(out[0, opening])  # never a row with no token left

@@ -157,6 +157,8 @@ def test_by_status_a_delivered_order_is_not_offered_a_cancellation():
 
 
 def test_after_lookup_no_proposal_begins_before_a_lookup_has_shown_a_record():
+    from rl.models.generation import unpack_allowed
+
     tok = _tok()
     torch.manual_seed(3)
     model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -164,9 +166,9 @@ def test_after_lookup_no_proposal_begins_before_a_lookup_has_shown_a_record():
     _steer(model, tok, PROPOSAL)  # the model proposes whatever it has seen
     start = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."}]
 
-    def lookup(result):
+    def lookup(result, tool="get_order_details"):
         return [*start, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "get_order_details", "arguments": '{"order_id": "#W1234567"}'}}]},
+                "function": {"name": tool, "arguments": '{"order_id": "#W1234567"}'}}]},
                 {"role": "tool", "tool_call_id": "c1", "content": result}]
 
     def said(view, msgs):
@@ -175,14 +177,22 @@ def test_after_lookup_no_proposal_begins_before_a_lookup_has_shown_a_record():
         out = asyncio.run(policy.act("e", msgs, TOOLS))
         return out["content"] or "", policy.pop_trace("e")
 
-    held = ChatView(**{**VIEW.__dict__, "proposal_template": True})
+    # a turn's first token is otherwise unconstrained here (the template holds only what follows the
+    # trigger), so a constraint recorded there is the rule's
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True, "shown_refs_in_text": False})
     first = ChatView(**{**held.__dict__, "propose_after_lookup": True})
-    assert said(held, start)[0].startswith(TRIGGER)
+    text, trace = said(held, start)
+    assert text.startswith(TRIGGER) and trace.loss_mask.index(1) not in trace.constrained  # its first token: free
+    opening = encode(tok, TRIGGER)[0]
     for msgs in (start, lookup("Error: order not found")):  # nothing looked up, or a lookup that failed
         text, trace = said(first, msgs)
         assert TRIGGER not in text and not TRIGGER.startswith(text.strip()[:2] or "-"), text
-        assert trace.constrained  # the turn was chosen under the rule: recorded as constrained
+        at = trace.loss_mask.index(1)  # the turn's first token was drawn without the trigger's first token
+        k, _ = trace.constrained[at]
+        assert not unpack_allowed([trace.masks[k]], len(tok))[0, opening]
     assert said(first, lookup(json.dumps({**ORDER, "status": "pending"})))[0].startswith(TRIGGER + " cancel order #W")
+    profile = {"name": {"first_name": "Mei", "last_name": "Kovacs"}, "payment_methods": {}, "orders": ["#W1234567"]}
+    assert said(first, lookup(json.dumps(profile), "get_user_details"))[0].startswith(TRIGGER)
 
 
 @pytest.mark.parametrize("result, record", [
