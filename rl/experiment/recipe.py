@@ -54,6 +54,14 @@ EVAL_MIX = ["cancel", "info_status", "modify_address", "shift_cancel_cancel", "s
 RL_MIX = ["cancel", *["info_status"] * 2, "modify_address", *["shift_cancel_cancel"] * 2,
           *["shift_modify_address_cancel"] * 4, "haggle_cancel"]
 
+# GRPO of the recipes below unless they say otherwise. KL: coefficient 0.01 at least, doubled after
+# a step whose KL to the cold start exceeds 1.5x the target (the runs before issue 23 drifted to
+# 0.4-1.4 with a fixed 0.001). All-equal groups are left out of the update at verl's scale
+# (`drop_keeps_scale`; chosen on the dev set, session 30).
+TINY_GRPO = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=2e-4, kl_coef=0.01, kl_target=0.2,
+                       micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
+                       drop_keeps_scale=True, mini_batches=2, loss_agg="seq-mean-token-mean", keep_rollouts=True)
+
 
 class ExperimentRecipe(BaseModel):
     name: str
@@ -172,13 +180,7 @@ class ExperimentRecipe(BaseModel):
     max_context: int = 3072
     sft: SFTConfig = SFTConfig(epochs=4, batch_size=16, lr=3e-3, min_lr_ratio=0.1, warmup_steps=10,
                                weight_decay=0.01, micro_batch_tokens=12288, max_tokens=2048)
-    # KL: coefficient 0.01 at least, doubled after a step whose KL to the cold start exceeds 1.5x the
-    # target (the runs before issue 23 drifted to 0.4-1.4 with a fixed 0.001). All-equal groups are
-    # left out of the update at verl's scale (`drop_keeps_scale`; chosen on the dev set, session 30).
-    grpo: GRPOConfig = GRPOConfig(steps=18, tasks_per_step=8, group_size=8, lr=2e-4, kl_coef=0.01, kl_target=0.2,
-                                  micro_batch_tokens=12288, save_every=2, drop_uninformative_groups=True,
-                                  drop_keeps_scale=True, mini_batches=2, loss_agg="seq-mean-token-mean",
-                                  keep_rollouts=True)
+    grpo: GRPOConfig = TINY_GRPO
     # GRPO runs of `mua_rl` from the one cold start, with GRPO seeds grpo.seed, grpo.seed + 1, ...;
     # the ablations (`no_cold_start`, `static_query`) run for the first `ablation_seeds` of them (0:
     # none, the table has no ablation rows: a check of MUA-RL's gain on another task seed).
@@ -282,9 +284,20 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # Its table's customer is `heldout-known` (held-out sentences in words training uses: a model
     # trained from random weights has no meaning for a word it never trained on; bench/unseen_words.py),
     # with the open-vocabulary `heldout` and the training-style `varied` reported beside it.
-    "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10, train_customer="varied",
+    # Since session 45 (decided on the dev set: `dev-wide-anchor`, bench/results/README.md) it trains
+    # with the `wide` customer, decodes with every lever of sessions 35-44 (references for payment
+    # methods, copied product names and said numbers, proposals in the teacher's template that name
+    # what the customer said, only after a lookup and only as the order's status allows, writes only
+    # after a proposal and as it said, whole names), and GRPO keeps to the cold start's own
+    # conversations (`anchor_coef`): without the anchor GRPO unlearned haggling (`dev-wide-first`).
+    "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10, train_customer="wide",
                                  eval_customers=["heldout-known", "heldout", "varied"], cold_start_corrections=0.5,
-                                 grpo_quiet_reasons=0.5),
+                                 grpo_quiet_reasons=0.5, payment_refs=True, teacher_item_options=False,
+                                 copy_product_names=True, copy_said_numbers=True, teacher_said_order=True,
+                                 writes_after_proposal=True, proposal_template=True, proposal_said_items=True,
+                                 writes_follow_proposal=True, proposals_by_status=True, whole_names=True,
+                                 propose_after_lookup=True,
+                                 grpo=TINY_GRPO.model_copy(update={"anchor_coef": 1.0})),
     "smoke": ExperimentRecipe(
         name="smoke", cold_start_mix=list(COLD_START_MIX), n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6,
         n_dev_tasks=6, n_val_tasks=6,

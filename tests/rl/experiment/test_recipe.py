@@ -65,3 +65,17 @@ def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_pat
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
     r = with_overrides(get_recipe("smoke"), ["seeds=4", "task_seed=7"])
     assert (r.seeds, r.task_seed, r.test_task_seed) == (4, 7, 23)
+
+
+def test_cpu_tiny_is_the_recipe_its_dev_reading_measured():
+    """cpu-tiny takes every setting of the dev run that decided it (`dev-wide-anchor`, session 45):
+    its committed recipe.json, less the dev protocol's own settings, is cpu-tiny's recipe."""
+    import json
+    from pathlib import Path
+
+    measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-wide-anchor/recipe.json").read_text())
+    tiny = get_recipe("cpu-tiny").model_dump(mode="json")
+    protocol = {"name", "eval_set", "ablation_seeds", "eval_trials", "seeds"}  # how a dev reading runs
+    differ = {k: (v, tiny.get(k)) for k, v in measured.items() if k not in protocol and tiny.get(k) != v}
+    assert differ == {}
+    assert measured["grpo"]["anchor_coef"] == 1.0 and measured["train_customer"] == "wide"
