@@ -81,8 +81,8 @@ def test_a_worker_takes_the_threads_the_parent_gives_it_at_its_next_report():
 
 
 def test_grpo_rows_train_with_the_recipes_customer_and_static_query_with_the_static_one():
-    assert grpo_customer(RECIPE, "mua_rl") == RECIPE.train_customer == "varied"
-    assert grpo_customer(RECIPE, "no_cold_start") == "varied"
+    assert grpo_customer(RECIPE, "mua_rl") == RECIPE.train_customer == "wide"
+    assert grpo_customer(RECIPE, "no_cold_start") == "wide"
     assert grpo_customer(RECIPE, "static_query") == "scripted-static"
     assert grpo_customer(get_recipe("smoke"), "mua_rl") == "scripted"
     with pytest.raises(ValueError):
