@@ -1,4 +1,8 @@
-"""Recipe settings changed from the command line: dotted keys, JSON values, clear errors."""
+"""Recipe settings changed from the command line: dotted keys, JSON values, clear errors; and
+cpu-tiny as its deciding dev reading measured it."""
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -70,9 +74,6 @@ def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_pat
 def test_cpu_tiny_is_the_recipe_its_dev_reading_measured():
     """cpu-tiny takes every setting of the dev run that decided it (`dev-wide-anchor`, session 45):
     its committed recipe.json, less the dev protocol's own settings, is cpu-tiny's recipe."""
-    import json
-    from pathlib import Path
-
     measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-wide-anchor/recipe.json").read_text())
     tiny = get_recipe("cpu-tiny").model_dump(mode="json")
     protocol = {"name", "eval_set", "ablation_seeds", "eval_trials", "seeds"}  # how a dev reading runs
