@@ -12,7 +12,8 @@ the one the model saw most in training); with `proposal`, free text that writes 
 will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/chat/
 proposal_template.py), the other masks narrowing its slots where they agree with it; a row that may
 not propose yet (`may_propose`: no lookup has shown an order's or the customer's record) does not
-begin one."""
+begin one; with `refused` (per row, the (order reference, reason) cancellations its customer said no
+to), a cancellation of such an order names the other reason (rl/chat/refused_reasons.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from rl.chat.copy_spans import held_copy, said_spans
 from rl.chat.product_names import open_slot
 from rl.chat.proposal_template import TRIGGER, ProposalTemplate
 from rl.chat.proposal_template import State as ProposalState
+from rl.chat.refused_reasons import other_reason_mask
 from rl.chat.token_masks import ids_mask
 
 if TYPE_CHECKING:
@@ -48,7 +50,8 @@ class CallConstraint:
     allows narrows it further, one that leaves none is dropped (the template wins). With
     `said_items` too, the items of a proposal's list are products the customer named (when they
     named any of the shown ones), each once, and the list ends when none is left (`said_items`). A
-    row whose `may_propose` is False does not begin a proposal (`ProposalTemplate.no_trigger`)."""
+    row whose `may_propose` is False does not begin a proposal (`ProposalTemplate.no_trigger`). A
+    row's `refused` cancellations are not proposed again with the refused reason."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
@@ -56,7 +59,8 @@ class CallConstraint:
                  copy_numbers: bool = False, products: list[tuple[str, ...] | None] | None = None,
                  proposal: ProposalTemplate | None = None, said_items: bool = False,
                  orders: list[dict[str, str] | None] | None = None,
-                 may_propose: list[bool] | None = None) -> None:
+                 may_propose: list[bool] | None = None,
+                 refused: list[frozenset[tuple[str, str]]] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -84,6 +88,10 @@ class CallConstraint:
         self.may_propose = list(may_propose) if may_propose is not None else [True] * len(grammars)
         if len(self.may_propose) != len(grammars):
             raise ValueError("one may-propose flag per row")
+        # per row, the (order reference, reason) cancellations its customer refused (with `proposal`)
+        self.refused = list(refused) if refused is not None else [frozenset()] * len(grammars)
+        if len(self.refused) != len(grammars):
+            raise ValueError("one set of refused cancellations per row")
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -169,6 +177,11 @@ class CallConstraint:
             both = allowed & m
             if bool(both.any()):
                 allowed = both
+        if self.refused[row]:
+            other = other_reason_mask(self.free[row][self.proposal_at[row]:], self.refused[row], allowed,
+                                      self.proposal.texts)
+            if other is not None and bool(other.any()):
+                allowed = other  # a subset of `allowed`
         return allowed
 
     def _shown_only(self, row: int) -> torch.Tensor | None:

@@ -271,6 +271,9 @@ class ChatView:
     # customer's record (every proposal of the teacher's follows one; rl/policies/local.py
     # `shows_record`, rl/chat/proposal_template.py `no_trigger`)
     propose_after_lookup: bool = False
+    # with proposal_template and refs: a cancellation the customer said no to is not proposed again
+    # for that order with the reason it named; the other reason is (rl/chat/refused_reasons.py)
+    refused_not_again: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -371,7 +374,7 @@ class ChatView:
                 "proposal_said_items": self.proposal_said_items,
                 "writes_follow_proposal": self.writes_follow_proposal,
                 "proposals_by_status": self.proposals_by_status, "whole_names": self.whole_names,
-                "propose_after_lookup": self.propose_after_lookup,
+                "propose_after_lookup": self.propose_after_lookup, "refused_not_again": self.refused_not_again,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -399,6 +402,7 @@ class ChatView:
                    proposals_by_status=bool(view.get("proposals_by_status")),
                    whole_names=bool(view.get("whole_names")),
                    propose_after_lookup=bool(view.get("propose_after_lookup")),
+                   refused_not_again=bool(view.get("refused_not_again")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -175,6 +175,9 @@ class ExperimentRecipe(BaseModel):
     # (the teacher's never does; the held-out customer's "The account email is ..." drew proposals
     # before any lookup); decoding only
     propose_after_lookup: bool = False
+    # with proposal_template: a cancellation the customer refused is not proposed again for that order
+    # with the refused reason (in `c12` no model ever switched reasons after a refusal); decoding only
+    refused_not_again: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -251,6 +254,8 @@ class ExperimentRecipe(BaseModel):
                         and self.constrain_calls,
                         whole_names=self.whole_names and self.copy_values and self.constrain_calls,
                         propose_after_lookup=self.propose_after_lookup and self.proposal_template
+                        and self.constrain_calls,
+                        refused_not_again=self.refused_not_again and self.proposal_template and self.refs
                         and self.constrain_calls,
                         system_prompt=self.system_prompt)
 

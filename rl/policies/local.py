@@ -37,7 +37,8 @@ a proposal it begins is written in one of the teacher's templates, rl/chat/propo
 with `proposal_said_items` its items are products the customer named; with `writes_follow_proposal`,
 in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`; with
 `proposals_by_status`, a proposal offers only actions the status of an order it looked up allows; with
-`propose_after_lookup`, none begins before a lookup has shown an order or the customer); the trace
+`propose_after_lookup`, none begins before a lookup has shown an order or the customer; with
+`refused_not_again`, a cancellation the customer refused is not proposed again with that reason); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -61,6 +62,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
+from rl.chat.refused_reasons import refused_cancellation
 from rl.chat.views import FULL_VIEW, NAME_PARAMS, REF_PATTERN, ChatView, RefTable, item_names, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
 from rl.models.generation import PrefixCache, generate_continuing
@@ -77,6 +79,11 @@ def malformed_error(call: dict[str, Any]) -> str | None:
     if fn.get("name") != MALFORMED_TOOL:
         return None
     return str(call.get("error") or "Error: malformed tool call")
+
+
+def _said_in_words(message: dict[str, Any]) -> bool:
+    """Whether `message` is an agent turn in words (the one `last_said` holds)."""
+    return message.get("role") == "assistant" and bool(message.get("content")) and not message.get("tool_calls")
 
 
 def asked_to_confirm(messages: list[dict[str, Any]]) -> bool:
@@ -171,6 +178,8 @@ class _Episode:
     last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
     order_status: dict[str, str] = field(default_factory=dict)  # order reference -> status its lookups showed
     looked_up: bool = False  # a lookup has shown an order's or the customer's record (`propose_after_lookup`)
+    # (order reference, reason) cancellations the customer did not say yes to (`refused_not_again`)
+    refused: set[tuple[str, str]] = field(default_factory=set)
     system_len: int = 0  # tokens of its system turn (shared by every conversation with the same prompt and tools)
     key: str = ""  # the conversation's name: its sampling stream's seed and its place in a lockstep batch
     # the episode's own random stream for sampling (with `episode_streams`): which episodes share its
@@ -187,6 +196,7 @@ class RowLimits:
     products: tuple[str, ...] | None = None  # product names free text may write (None: any)
     orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
     may_propose: bool = True  # whether a proposal may begin (with `propose_after_lookup`: after a lookup)
+    refused: frozenset[tuple[str, str]] = frozenset()  # cancellations refused (with `refused_not_again`)
 
 
 @dataclass
@@ -279,7 +289,8 @@ class LocalPolicy:
         products = ep.products if grammar is not None and self.view.copy_product_names else None
         orders = dict(ep.order_status) if grammar is not None and self.view.proposals_by_status else None
         may_propose = ep.looked_up or not self.view.propose_after_lookup
-        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose)
+        refused = frozenset(ep.refused) if grammar is not None and self.view.refused_not_again else frozenset()
+        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
@@ -404,6 +415,9 @@ class LocalPolicy:
             b.add_message(shown)
             if m["role"] == "user":
                 ep.said = (*ep.said, str(shown.get("content") or ""))
+                if self.view.refused_not_again and i > 0 and _said_in_words(messages[i - 1]) \
+                        and (refused := refused_cancellation(ep.last_said, m.get("content") or "")):
+                    ep.refused.add(refused)  # the agent's proposal just before it, answered with no yes
             i += 1
         ep.seen = i
 
@@ -515,7 +529,8 @@ class LocalPolicy:
                               text_refs=self.view.shown_refs_in_text, copy_numbers=self.view.copy_said_numbers,
                               products=[lim.products for lim in limits], proposal=template,
                               said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits],
-                              may_propose=[lim.may_propose for lim in limits])
+                              may_propose=[lim.may_propose for lim in limits],
+                              refused=[lim.refused for lim in limits])
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

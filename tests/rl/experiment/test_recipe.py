@@ -80,3 +80,10 @@ def test_cpu_tiny_is_the_recipe_its_dev_reading_measured():
     differ = {k: (v, tiny.get(k)) for k, v in measured.items() if k not in protocol and tiny.get(k) != v}
     assert differ == {}
     assert measured["grpo"]["anchor_coef"] == 1.0 and measured["train_customer"] == "wide"
+
+
+def test_refused_not_again_reaches_the_view_only_with_the_proposal_template():
+    tiny = get_recipe("cpu-tiny")
+    on = with_overrides(tiny, ["refused_not_again=true"])
+    assert on.view.refused_not_again and not tiny.view.refused_not_again
+    assert not with_overrides(on, ["proposal_template=false"]).view.refused_not_again

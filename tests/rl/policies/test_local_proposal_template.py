@@ -207,3 +207,28 @@ def test_a_record_is_an_orders_or_a_customers(result, record):
     from rl.policies.local import shows_record
 
     assert shows_record(result) == record
+
+
+def test_refused_not_again_proposes_the_other_reason_after_a_refusal():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    _steer(model, tok, PROPOSAL)  # the model proposes 'no longer needed' whatever the customer said
+    asked = PROPOSAL.replace("<order_1>", "#W1234567")
+    start = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."},
+             {"role": "assistant", "content": asked}]
+
+    def said(view, reply):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=120, view=view, adopt_history=True, greedy=True)
+        out = asyncio.run(policy.act("e", [*start, {"role": "user", "content": reply}], TOOLS))
+        return out["content"] or ""
+
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True})
+    refusing = ChatView(**{**held.__dict__, "refused_not_again": True})
+    refusal = "That is not my reason, actually. It was a mistake to order it."
+    assert said(held, refusal).startswith(asked)  # the refused reason again, as every model in `c12`
+    assert said(refusing, refusal).startswith(asked.replace("no longer needed", "ordered by mistake"))
+    # a reply with a yes refuses nothing: the template alone decides, as without the rule
+    assert said(refusing, "Hmm, yes, but first tell me the refund.").startswith(asked)
