@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 TRIGGER = "To confirm, I will"
 END = ". Do you confirm (yes/no)?"
 REASONS = ("no longer needed", "ordered by mistake")
+REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (the teacher's words too)
 ADDRESS_SEPARATORS = ",.;:!?\n"
 
 CharTest = Callable[[str], bool]
@@ -167,7 +168,7 @@ def templates(payment_refs: bool, item_refs: bool = False, item_options: bool = 
     pay = _payment(payment_refs)
     old, new = _items(options=item_options, refs=item_refs), _items(options=True, refs=False)
     return alt(  # in the order of ACTIONS
-        seq(" cancel order ", pending, " with the reason '", alt(*REASONS),
+        seq(" cancel order ", pending, " " + REASON_LEAD, alt(*REASONS),
             "'; the refund goes to the original payment", END),
         seq(" change the shipping address of order ", pending, " to ", _address(), END),
         seq(" change the payment method of order ", pending, " to ", pay, END),

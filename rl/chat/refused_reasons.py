@@ -17,15 +17,12 @@ from collections.abc import Sequence
 
 import torch
 
-from rl.chat.proposal_template import REASONS, TRIGGER
+from rl.chat.proposal_template import REASON_LEAD, REASONS, TRIGGER
+from rl.chat.replies import AFFIRMATIVE
 from rl.chat.token_masks import ids_mask
 
-REASON_LEAD = "with the reason '"  # the template's words before a reason (as rl/policies/wording.py's)
 _CANCELLATION = re.compile(r" cancel order (<order_\d+>) " + re.escape(REASON_LEAD) + "(" + "|".join(REASONS) + ")'")
 _ORDER = re.compile(r" cancel order (<order_\d+>)")
-# a yes anywhere in the reply, as the cold-start filter reads one (rl/coldstart/data.py): an answer
-# that might be a yes ("I'm not sure") refuses nothing here
-_YES = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|please do|sure|correct|proceed|ok|okay)\b", re.I)
 
 
 def proposed_cancellation(text: str) -> tuple[str, str] | None:
@@ -40,7 +37,7 @@ def refused_cancellation(proposal: str, reply: str) -> tuple[str, str] | None:
     """The (order reference, reason) `proposal` (the agent's message, with references) proposed to
     cancel with, when the customer's `reply` to it holds no yes; None otherwise."""
     proposed = proposed_cancellation(proposal)
-    return proposed if proposed is not None and not _YES.search(reply) else None
+    return proposed if proposed is not None and not AFFIRMATIVE.search(reply) else None
 
 
 def _keeps_reason(text: str, reasons: Sequence[str]) -> bool:

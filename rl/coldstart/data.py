@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-AFFIRMATIVE = re.compile(r"\b(yes|yeah|yep|confirm|confirmed|go ahead|please do|sure|correct|proceed|ok|okay)\b",
-                         re.I)
+from rl.chat.replies import AFFIRMATIVE
 
 
 def record_from_trajectory(traj: Any, tools: list[dict[str, Any]], source: str) -> dict[str, Any]:

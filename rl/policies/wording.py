@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from rl.chat.proposal_template import REASON_LEAD
 from rl.chat.views import item_mention, payment_mention
 from rl.tasks.phrasing import address_text, items_text, join_and, order_ref, payment_description, payment_text
 from rl.tasks.schema import Action, Goal
@@ -69,9 +70,6 @@ def _pay(pm_id: str, pms: dict[str, dict], refs: bool = False) -> str:
     n_gift = sum(1 for p in pms.values() if p.get("source") == "gift_card")
     text = payment_text(pm, n_gift).replace("my ", "your ", 1)
     return text + (f" ({pm_id})" if pm.get("source") == "gift_card" else "")
-
-
-REASON_LEAD = "with the reason '"  # what precedes the reason in a proposed cancellation (bench/reason_probe.py)
 
 
 def describe(action: Action, messages: list[Message], item_options: bool = True, item_refs: bool = False,
