@@ -198,10 +198,10 @@ class Stages:
 
             user = NoisyCustomer(user, noise_words(tok), r.grpo_customer_noise)
         anchor: list[Any] = []
-        if config.anchor_coef:  # GRPO from the cold start keeps to the cold start's own data
-            if init != "cold_start":
-                config = config.model_copy(update={"anchor_coef": 0.0})  # w/o cold start never sees it
-            else:
+        if config.anchor_coef:  # GRPO from a cold-started model keeps to the teacher's conversations
+            if init == "base":
+                config = config.model_copy(update={"anchor_coef": 0.0})  # w/o cold start never sees them
+            else:  # the cold start, or the cycle's champion (it descends from one): cold_start_data first
                 from rl.coldstart.sft import build_traces
 
                 anchor, _ = build_traces(tok, self._sft_records(), r.sft.max_tokens)

@@ -11,8 +11,10 @@ already finished in that folder and reuses it:
 2. `tasks`: from that snapshot, the recipe's generated task sets (cold start, RL, evaluation),
    the fixed gate suite, and tasks mined from production (`hooks.mined_tasks`), as task files.
 3. `train`: cold-start SFT when there is no champion, else GRPO from the champion (its reference
-   model is the champion itself), with rl/experiment's stages; GRPO resumes from its last
-   checkpoint after a crash. The model is then copied to `<var>/models/<cycle id>`.
+   model is the champion itself; with the recipe's `grpo.anchor_coef`, anchored to the teacher's
+   conversations on this cycle's cold-start tasks, as in the experiment), with rl/experiment's
+   stages; GRPO resumes from its last checkpoint after a crash. The model is then copied to
+   `<var>/models/<cycle id>`.
 4. `gate`: register the candidate (once) and play it against the champion on the gate suite;
    the report is recorded in the registry.
 5. `promote`: make the candidate champion if its gates passed and auto-promotion is on; otherwise
@@ -215,6 +217,8 @@ def _grpo_from_champion(ctx: StepContext, st: Any, champion: Any, out: Path) -> 
     if latest.exists():
         ctx.db.event(ctx.cycle_id, "train.resumed", checkpoint=latest.read_text().strip())
     rl_tasks = load_task_set(ctx, "rl") + load_task_set(ctx, "mined")
+    if st.recipe.grpo.anchor_coef:  # the anchor is the teacher's conversations on this snapshot
+        st.cold_start_data(load_task_set(ctx, "cold_start"))
     return st.grpo("candidate", "champion", st.recipe.train_customer, rl_tasks)
 
 

@@ -2,9 +2,10 @@
 
 The first cycle (no champion) cold-starts a `smoke` model, gates it against the floor and
 promotes it; `muarl cycle run --wait` exits 0 and ends with the JSON line. The second cycle
-trains GRPO from that champion; its worker is killed with SIGKILL (whole process group) in the
-middle of GRPO, a new worker resumes the cycle from GRPO's last checkpoint and finishes it, and
-no database of the cycle or of the killed worker is left behind."""
+trains GRPO from that champion, anchored to the teacher's conversations on its own snapshot; its
+worker is killed with SIGKILL (whole process group) in the middle of GRPO, a new worker resumes
+the cycle from GRPO's last checkpoint and finishes it, and no database of the cycle or of the
+killed worker is left behind."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broke
     assert champion.served_name in served  # loaded on its engine before the alias moved
 
     # 2. the second cycle: GRPO from the champion, its worker killed in the middle of GRPO
-    queued = _cli(env, "cycle", "run", "--recipe", "smoke", "--set", "grpo.steps=6", "--set", "grpo.save_every=1")
+    queued = _cli(env, "cycle", "run", "--recipe", "smoke", "--set", "grpo.steps=6", "--set", "grpo.save_every=1",
+                  "--set", "grpo.anchor_coef=1.0")
     assert queued.returncode == 0, queued.stderr
     second = json.loads(queued.stdout.strip().splitlines()[-1])["cycle_id"]
     wait_for(lambda: _grpo_step(var_dir, second) >= 2, 400, "GRPO's second checkpoint")
@@ -119,6 +121,9 @@ def test_cycle_through_worker_survives_kill_9(live_db: str, var_dir: Path, broke
     assert final["attempts"]["train"] == 2
     metrics = (var_dir / "cycles" / second / "train" / "grpo" / "candidate" / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(m)["step"] for m in metrics] == [1, 2, 3, 4, 5, 6]  # no step redone from zero
+    # anchored to the teacher's conversations on this cycle's cold-start tasks, as the recipe says
+    assert all(json.loads(m)["anchor_tokens"] > 0 and json.loads(m)["anchor_nll"] > 0 for m in metrics)
+    assert (var_dir / "cycles" / second / "train" / "coldstart" / "filtered.jsonl").exists()
     assert final["champion"] == champion.id and final["candidate"] not in (None, champion.id)
     assert isinstance(final["gate_passed"], bool)
 
