@@ -13,7 +13,9 @@ will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/
 proposal_template.py), the other masks narrowing its slots where they agree with it; a row that may
 not propose yet (`may_propose`: no lookup has shown an order's or the customer's record) does not
 begin one; with `refused` (per row, the (order reference, reason) cancellations its customer said no
-to), a cancellation of such an order names the other reason (rl/chat/refused_reasons.py)."""
+to), a cancellation of such an order names the other reason (rl/chat/refused_reasons.py); with
+`reasons` (per row, the reason the proposal just before the turn named), a call's reason is that one
+(rl/chat/proposed_reason.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from rl.chat.copy_spans import held_copy, said_spans
 from rl.chat.product_names import open_slot
 from rl.chat.proposal_template import TRIGGER, ProposalTemplate
 from rl.chat.proposal_template import State as ProposalState
+from rl.chat.proposed_reason import reason_mask
 from rl.chat.refused_reasons import other_reason_mask
 from rl.chat.token_masks import ids_mask
 
@@ -51,7 +54,8 @@ class CallConstraint:
     `said_items` too, the items of a proposal's list are products the customer named (when they
     named any of the shown ones), each once, and the list ends when none is left (`said_items`). A
     row whose `may_propose` is False does not begin a proposal (`ProposalTemplate.no_trigger`). A
-    row's `refused` cancellations are not proposed again with the refused reason."""
+    row's `refused` cancellations are not proposed again with the refused reason. A row's call
+    writes its `reasons` entry as its reason, where it has one."""
 
     def __init__(self, grammars: list[ToolCallGrammar | None],
                  shown: list[frozenset[str] | None] | None = None,
@@ -60,7 +64,8 @@ class CallConstraint:
                  proposal: ProposalTemplate | None = None, said_items: bool = False,
                  orders: list[dict[str, str] | None] | None = None,
                  may_propose: list[bool] | None = None,
-                 refused: list[frozenset[tuple[str, str]]] | None = None) -> None:
+                 refused: list[frozenset[tuple[str, str]]] | None = None,
+                 reasons: list[str | None] | None = None) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -92,6 +97,10 @@ class CallConstraint:
         self.refused = list(refused) if refused is not None else [frozenset()] * len(grammars)
         if len(self.refused) != len(grammars):
             raise ValueError("one set of refused cancellations per row")
+        # per row, the reason its call must write (the one the proposal before the turn named), or None
+        self.reasons = list(reasons) if reasons is not None else [None] * len(grammars)
+        if len(self.reasons) != len(grammars):
+            raise ValueError("one proposed reason (or None) per row")
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
             g.unshown_ids(r) if text_refs and g is not None and r is not None else None
@@ -147,6 +156,9 @@ class CallConstraint:
                 copied = g.copy_mask(s, value, self.said[i])
                 if copied is not None and bool((allowed & copied).any()):
                     allowed = allowed & copied
+            reason = self.reasons[i]
+            if reason is not None and (kept := reason_mask(s, allowed, g.texts, reason)) is not None:
+                allowed = kept
             if bool(allowed.any()):
                 _keep_only(out, i, allowed)
                 self.masked.append(i)

@@ -274,6 +274,9 @@ class ChatView:
     # with proposal_template and refs: a cancellation the customer said no to is not proposed again
     # for that order with the reason it named; the other reason is (rl/chat/refused_reasons.py)
     refused_not_again: bool = False
+    # with proposal_template and refs: a cancellation call in the turn after a proposal writes the
+    # reason the proposal named (rl/chat/proposed_reason.py)
+    reason_follows_proposal: bool = False
     # the system message this model reads in place of the store policy every agent is given (the
     # tiny recipe's few rules; None: the store policy itself)
     system_prompt: str | None = None
@@ -375,6 +378,7 @@ class ChatView:
                 "writes_follow_proposal": self.writes_follow_proposal,
                 "proposals_by_status": self.proposals_by_status, "whole_names": self.whole_names,
                 "propose_after_lookup": self.propose_after_lookup, "refused_not_again": self.refused_not_again,
+                "reason_follows_proposal": self.reason_follows_proposal,
                 "system_prompt": self.system_prompt}
 
     @classmethod
@@ -403,6 +407,7 @@ class ChatView:
                    whole_names=bool(view.get("whole_names")),
                    propose_after_lookup=bool(view.get("propose_after_lookup")),
                    refused_not_again=bool(view.get("refused_not_again")),
+                   reason_follows_proposal=bool(view.get("reason_follows_proposal")),
                    system_prompt=view.get("system_prompt"))
 
 

@@ -178,6 +178,10 @@ class ExperimentRecipe(BaseModel):
     # with proposal_template: a cancellation the customer refused is not proposed again for that order
     # with the refused reason (in `c12` no model ever switched reasons after a refusal); decoding only
     refused_not_again: bool = False
+    # with proposal_template: a cancellation call right after a proposal writes the proposal's reason
+    # (in `dev-refused` the models switched reasons after a refusal, the customer said yes, and the
+    # call wrote the refused one); decoding only
+    reason_follows_proposal: bool = False
     max_turns: int = 14
     max_new_tokens: int = 80
     max_context: int = 3072
@@ -257,6 +261,8 @@ class ExperimentRecipe(BaseModel):
                         and self.constrain_calls,
                         refused_not_again=self.refused_not_again and self.proposal_template and self.refs
                         and self.constrain_calls,
+                        reason_follows_proposal=self.reason_follows_proposal and self.proposal_template
+                        and self.refs and self.constrain_calls,
                         system_prompt=self.system_prompt)
 
     def view_with_names(self, records: list[dict[str, Any]]) -> ChatView:

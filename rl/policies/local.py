@@ -38,7 +38,8 @@ with `proposal_said_items` its items are products the customer named; with `writ
 in the turn after a proposal the identifiers of a call are those the proposal named, `held_to`; with
 `proposals_by_status`, a proposal offers only actions the status of an order it looked up allows; with
 `propose_after_lookup`, none begins before a lookup has shown an order or the customer; with
-`refused_not_again`, a cancellation the customer refused is not proposed again with that reason); the trace
+`refused_not_again`, a cancellation the customer refused is not proposed again with that reason; with
+`reason_follows_proposal`, a cancellation in the turn after a proposal writes the proposal's reason); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -62,6 +63,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from backend.agent.llm import Completion
 from rl.chat.call_grammar import CallConstraint, ToolCallGrammar, grammar_key
 from rl.chat.format import GENERATION_PROMPT, IM_END, assistant_body, parse_reply
+from rl.chat.proposed_reason import proposed_reason
 from rl.chat.refused_reasons import refused_cancellation
 from rl.chat.views import FULL_VIEW, NAME_PARAMS, REF_PATTERN, ChatView, RefTable, item_names, rewrite_call
 from rl.grpo.trace import Trace, TraceBuilder
@@ -197,6 +199,7 @@ class RowLimits:
     orders: dict[str, str] | None = None  # order reference -> status (with `proposals_by_status`)
     may_propose: bool = True  # whether a proposal may begin (with `propose_after_lookup`: after a lookup)
     refused: frozenset[tuple[str, str]] = frozenset()  # cancellations refused (with `refused_not_again`)
+    reason: str | None = None  # the reason a call writes (with `reason_follows_proposal`: the proposal's)
 
 
 @dataclass
@@ -290,7 +293,9 @@ class LocalPolicy:
         orders = dict(ep.order_status) if grammar is not None and self.view.proposals_by_status else None
         may_propose = ep.looked_up or not self.view.propose_after_lookup
         refused = frozenset(ep.refused) if grammar is not None and self.view.refused_not_again else frozenset()
-        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused)
+        reason = proposed_reason(ep.last_said) if grammar is not None and self.view.reason_follows_proposal \
+            and asked_to_confirm(messages) else None
+        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused, reason)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
@@ -530,7 +535,7 @@ class LocalPolicy:
                               products=[lim.products for lim in limits], proposal=template,
                               said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits],
                               may_propose=[lim.may_propose for lim in limits],
-                              refused=[lim.refused for lim in limits])
+                              refused=[lim.refused for lim in limits], reasons=[lim.reason for lim in limits])
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

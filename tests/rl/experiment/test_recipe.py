@@ -87,3 +87,10 @@ def test_refused_not_again_reaches_the_view_only_with_the_proposal_template():
     on = with_overrides(tiny, ["refused_not_again=true"])
     assert on.view.refused_not_again and not tiny.view.refused_not_again
     assert not with_overrides(on, ["proposal_template=false"]).view.refused_not_again
+
+
+def test_reason_follows_proposal_reaches_the_view_only_with_the_proposal_template():
+    tiny = get_recipe("cpu-tiny")
+    on = with_overrides(tiny, ["reason_follows_proposal=true"])
+    assert on.view.reason_follows_proposal and not tiny.view.reason_follows_proposal
+    assert not with_overrides(on, ["proposal_template=false"]).view.reason_follows_proposal

@@ -2,7 +2,8 @@
 would break its proposal (a cancellation reason the store does not take, sampled or greedy) still
 writes a whole one, in the customer's reference, and the tokens chosen under the template are
 recorded as constrained (what GRPO trains on). With `writes_follow_proposal`, the write after a
-proposal names what the proposal named."""
+proposal names what the proposal named; with `reason_follows_proposal`, a cancellation writes the
+reason it proposed."""
 
 import asyncio
 import json
@@ -232,3 +233,38 @@ def test_refused_not_again_proposes_the_other_reason_after_a_refusal():
     assert said(refusing, refusal).startswith(asked.replace("no longer needed", "ordered by mistake"))
     # a reply with a yes refuses nothing: the template alone decides, as without the rule
     assert said(refusing, "Hmm, yes, but first tell me the refund.").startswith(asked)
+
+
+CANCEL_TOOLS = [{"type": "function", "function": {"name": "cancel_pending_order", "parameters": {
+    "type": "object", "required": ["order_id", "reason"], "properties": {
+        "order_id": {"type": "string"},
+        "reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]}}}}}]
+
+
+def test_after_a_proposal_the_cancellation_writes_the_reason_it_proposed():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    wrong = '<tool_call>\n{"name": "cancel_pending_order", "arguments": {"order_id": "<order_1>", ' \
+            '"reason": "no longer needed"}}\n</tool_call>'
+    _steer(model, tok, wrong)  # the model writes the reason the customer refused, as in `dev-refused`
+    asked = PROPOSAL.replace("<order_1>", "#W1234567")
+    msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."},
+            {"role": "assistant", "content": asked},
+            {"role": "user", "content": "That is not my reason, actually. It was a mistake to order it."},
+            {"role": "assistant", "content": asked.replace("no longer needed", "ordered by mistake")},
+            {"role": "user", "content": "Okay, go ahead and do it."}]
+
+    def reason(view, messages=msgs):
+        assert ChatView.from_manifest(view.describe()) == view
+        policy = LocalPolicy(model, tok, max_new_tokens=60, view=view, adopt_history=True, greedy=True)
+        reply = asyncio.run(policy.act("e", messages, CANCEL_TOOLS))
+        return json.loads(reply["tool_calls"][0]["function"]["arguments"])["reason"]
+
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True, "writes_follow_proposal": True})
+    following = ChatView(**{**held.__dict__, "reason_follows_proposal": True})
+    assert reason(held) == "no longer needed"  # what the customer said yes to is not what is written
+    assert reason(following) == "ordered by mistake"
+    # with no proposal just before the turn, nothing holds the reason
+    assert reason(following, msgs[:2]) == "no longer needed"
