@@ -301,13 +301,16 @@ RECIPES: dict[str, ExperimentRecipe] = {
     # what the customer said, only after a lookup and only as the order's status allows, writes only
     # after a proposal and as it said, whole names), and GRPO keeps to the cold start's own
     # conversations (`anchor_coef`): without the anchor GRPO unlearned haggling (`dev-wide-first`).
+    # Since session 47 (`dev-refused`) a refused cancellation reason is not proposed again, and the
+    # open-vocabulary `heldout` reading is left out (the issue asks for a held-out customer and the
+    # training-style one; it cost a third of the evaluations).
     "cpu-tiny": ExperimentRecipe(name="cpu-tiny", gate_floor=0.10, train_customer="wide",
-                                 eval_customers=["heldout-known", "heldout", "varied"], cold_start_corrections=0.5,
+                                 eval_customers=["heldout-known", "varied"], cold_start_corrections=0.5,
                                  grpo_quiet_reasons=0.5, payment_refs=True, teacher_item_options=False,
                                  copy_product_names=True, copy_said_numbers=True, teacher_said_order=True,
                                  writes_after_proposal=True, proposal_template=True, proposal_said_items=True,
                                  writes_follow_proposal=True, proposals_by_status=True, whole_names=True,
-                                 propose_after_lookup=True,
+                                 propose_after_lookup=True, refused_not_again=True,
                                  grpo=TINY_GRPO.model_copy(update={"anchor_coef": 1.0})),
     "smoke": ExperimentRecipe(
         name="smoke", cold_start_mix=list(COLD_START_MIX), n_cold_start_tasks=8, n_rl_tasks=4, n_eval_tasks=6,

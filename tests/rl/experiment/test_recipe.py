@@ -72,20 +72,22 @@ def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_pat
 
 
 def test_cpu_tiny_is_the_recipe_its_dev_reading_measured():
-    """cpu-tiny takes every setting of the dev run that decided it (`dev-wide-anchor`, session 45):
+    """cpu-tiny takes every setting of the dev run that decided it (`dev-refused`, session 47):
     its committed recipe.json, less the dev protocol's own settings, is cpu-tiny's recipe."""
-    measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-wide-anchor/recipe.json").read_text())
+    measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-refused/recipe.json").read_text())
     tiny = get_recipe("cpu-tiny").model_dump(mode="json")
     protocol = {"name", "eval_set", "ablation_seeds", "eval_trials", "seeds"}  # how a dev reading runs
     differ = {k: (v, tiny.get(k)) for k, v in measured.items() if k not in protocol and tiny.get(k) != v}
     assert differ == {}
     assert measured["grpo"]["anchor_coef"] == 1.0 and measured["train_customer"] == "wide"
+    assert measured["refused_not_again"] and measured["eval_customers"] == ["heldout-known", "varied"]
 
 
 def test_refused_not_again_reaches_the_view_only_with_the_proposal_template():
-    tiny = get_recipe("cpu-tiny")
-    on = with_overrides(tiny, ["refused_not_again=true"])
-    assert on.view.refused_not_again and not tiny.view.refused_not_again
+    tiny = get_recipe("cpu-tiny")  # on since session 47 (`dev-refused`)
+    off = with_overrides(tiny, ["refused_not_again=false"])
+    on = with_overrides(off, ["refused_not_again=true"])
+    assert on.view.refused_not_again and tiny.view.refused_not_again and not off.view.refused_not_again
     assert not with_overrides(on, ["proposal_template=false"]).view.refused_not_again
 
 
