@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rl.chat.call_states import ArgumentValue, EnumString, State
+from rl.chat.call_states import ArgumentValue, EnumString, Literal, State
 from rl.chat.refused_reasons import proposed_cancellation
 from rl.chat.token_masks import ids_mask
 
@@ -30,7 +30,9 @@ def proposed_reason(proposal: str) -> str | None:
 
 def _keeps(value: str, reason: str) -> bool:
     """Whether `value` (a reason string's characters so far, its closing quote included once
-    written) is still on `reason`."""
+    written) is still on `reason`. A leading space passes: with the view's `spaced_values` a value
+    begins with one, which the grammar asks for where it belongs and forbids elsewhere."""
+    value = value[1:] if value.startswith(" ") else value
     if '"' in value:
         return value.split('"', 1)[0] == reason
     return reason.startswith(value)
@@ -43,6 +45,9 @@ def reason_mask(state: State, allowed: torch.Tensor, texts: Sequence[str | None]
     if isinstance(state, ArgumentValue) and state.key == REASON_KEY:
         def keeps(text: str) -> bool:  # whitespace before the value's quote keeps it open
             return _keeps(text.split('"', 1)[1], reason) if '"' in text else not text.strip()
+    elif isinstance(state, Literal) and isinstance(state.then, EnumString) and reason in state.then.options:
+        def keeps(text: str) -> bool:  # the value's leading space (`spaced_values`), then the reason
+            return _keeps(text, reason)
     elif isinstance(state, EnumString) and reason in state.options:
         def keeps(text: str) -> bool:
             return _keeps(state.prefix + text, reason)

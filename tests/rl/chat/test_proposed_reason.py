@@ -3,11 +3,12 @@ value's start (a token may carry the quote and the first letters) and inside it.
 
 import torch
 
-from rl.chat.call_states import END, ArgumentValue, EnumString
+from rl.chat.call_states import END, ArgumentValue, EnumString, Literal
 from rl.chat.proposal_template import REASONS, TRIGGER
 from rl.chat.proposed_reason import proposed_reason, reason_mask
 
-TEXTS = ['"', ' "', '"no', '"ordered', "no", " longer", " needed", "ordered", " by", " mistake", '"}', '"', None]
+TEXTS = ['"', ' "', '"no', '"ordered', "no", " longer", " needed", "ordered", " by", " mistake", '"}', '"', None,
+         '" ordered', '" no', " ordered", " no", " "]
 ALL = torch.tensor([t is not None for t in TEXTS])
 
 
@@ -25,9 +26,13 @@ def test_the_proposal_names_the_reason():
 def test_at_the_value_only_the_proposed_reason_begins():
     at = ArgumentValue(tool="cancel_pending_order", used=frozenset({"order_id", "reason"}), key="reason")
     kept = _kept(reason_mask(at, ALL, TEXTS, "ordered by mistake"))
-    assert kept == {'"', ' "', '"ordered'}  # a quote alone, or the reason's first word; never '"no'
+    # a quote alone, or with the reason's first word, spaced or not; never '"no'
+    assert kept == {'"', ' "', '"ordered', '" ordered', " "}
+    # with `spaced_values` the quote is followed by a space the grammar asks for, then the reason
+    spaced = Literal(rest=" ", then=EnumString(options=REASONS, prefix="", after=END))
+    assert _kept(reason_mask(spaced, ALL, TEXTS, "ordered by mistake")) == {" ordered", " ", "ordered"}
     inside = EnumString(options=REASONS, prefix="ordered", after=END)
-    assert _kept(reason_mask(inside, ALL, TEXTS, "ordered by mistake")) == {" by"}
+    assert _kept(reason_mask(inside, ALL, TEXTS, "ordered by mistake")) == {" by", " "}
     done = EnumString(options=REASONS, prefix="ordered by mistake", after=END)
     closing = torch.tensor([t in ('"}', '"', " by") for t in TEXTS])  # what the grammar allows there
     assert _kept(reason_mask(done, closing, TEXTS, "ordered by mistake")) == {'"}', '"'}

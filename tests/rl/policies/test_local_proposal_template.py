@@ -241,13 +241,14 @@ CANCEL_TOOLS = [{"type": "function", "function": {"name": "cancel_pending_order"
         "reason": {"type": "string", "enum": ["no longer needed", "ordered by mistake"]}}}}}]
 
 
-def test_after_a_proposal_the_cancellation_writes_the_reason_it_proposed():
+@pytest.mark.parametrize("spaced", [False, True])  # cpu-tiny's view writes free values after a space
+def test_after_a_proposal_the_cancellation_writes_the_reason_it_proposed(spaced):
     tok = _tok()
     torch.manual_seed(3)
     model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                                   num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
     wrong = '<tool_call>\n{"name": "cancel_pending_order", "arguments": {"order_id": "<order_1>", ' \
-            '"reason": "no longer needed"}}\n</tool_call>'
+            f'"reason": "{" " if spaced else ""}no longer needed"}}}}\n</tool_call>'
     _steer(model, tok, wrong)  # the model writes the reason the customer refused, as in `dev-refused`
     asked = PROPOSAL.replace("<order_1>", "#W1234567")
     msgs = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Please cancel order #W1234567."},
@@ -262,7 +263,8 @@ def test_after_a_proposal_the_cancellation_writes_the_reason_it_proposed():
         reply = asyncio.run(policy.act("e", messages, CANCEL_TOOLS))
         return json.loads(reply["tool_calls"][0]["function"]["arguments"])["reason"]
 
-    held = ChatView(**{**VIEW.__dict__, "proposal_template": True, "writes_follow_proposal": True})
+    held = ChatView(**{**VIEW.__dict__, "proposal_template": True, "writes_follow_proposal": True,
+                       "spaced_values": spaced})
     following = ChatView(**{**held.__dict__, "reason_follows_proposal": True})
     assert reason(held) == "no longer needed"  # what the customer said yes to is not what is written
     assert reason(following) == "ordered by mistake"
