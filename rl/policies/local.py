@@ -282,10 +282,11 @@ class LocalPolicy:
             return {"role": "assistant", "content": "", "truncated": True}
         fut = asyncio.get_running_loop().create_future()
         grammar = self._grammar(call_tools or tools)
-        if grammar is not None and self.view.writes_after_proposal and not asked_to_confirm(messages):
+        confirming = asked_to_confirm(messages)  # the turn answers a proposal: writes may follow it
+        if grammar is not None and self.view.writes_after_proposal and not confirming:
             grammar = grammar.without(WRITE_TOOLS)
         shown = ep.refs.shown() if grammar is not None and ep.refs is not None else None
-        if shown is not None and self.view.writes_follow_proposal and asked_to_confirm(messages):
+        if shown is not None and self.view.writes_follow_proposal and confirming:
             shown = held_to(shown, proposed_refs(ep.last_said, ep.item_refs))
         copying = grammar is not None and (grammar.copy_params or self.view.copy_said_numbers
                                            or self.view.proposal_template)
@@ -294,7 +295,7 @@ class LocalPolicy:
         may_propose = ep.looked_up or not self.view.propose_after_lookup
         refused = frozenset(ep.refused) if grammar is not None and self.view.refused_not_again else frozenset()
         reason = proposed_reason(ep.last_said) if grammar is not None and self.view.reason_follows_proposal \
-            and asked_to_confirm(messages) else None
+            and confirming else None
         limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused, reason)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
