@@ -72,15 +72,20 @@ def test_the_command_takes_seeds_and_refuses_bad_settings_before_running(tmp_pat
 
 
 def test_cpu_tiny_is_the_recipe_its_dev_reading_measured():
-    """cpu-tiny takes every setting of the dev run that decided it (`dev-refused`, session 47):
+    """cpu-tiny takes every setting of the dev run that decided it (`dev-reason-calls`, session 48):
     its committed recipe.json, less the dev protocol's own settings, is cpu-tiny's recipe."""
-    measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-refused/recipe.json").read_text())
+    measured = json.loads((Path(__file__).parents[3] / "bench/results/dev-reason-calls/recipe.json").read_text())
     tiny = get_recipe("cpu-tiny").model_dump(mode="json")
     protocol = {"name", "eval_set", "ablation_seeds", "eval_trials", "seeds"}  # how a dev reading runs
-    differ = {k: (v, tiny.get(k)) for k, v in measured.items() if k not in protocol and tiny.get(k) != v}
+    # how fast, not what: evaluations decode 64 conversations at once since session 48 (the same
+    # passes at 32 and 64, bench/eval_concurrency_bench.py)
+    speed = {"eval_concurrency"}
+    differ = {k: (v, tiny.get(k)) for k, v in measured.items() if k not in protocol | speed and tiny.get(k) != v}
     assert differ == {}
+    assert measured["eval_concurrency"] == 32 and tiny["eval_concurrency"] == 64
     assert measured["grpo"]["anchor_coef"] == 1.0 and measured["train_customer"] == "wide"
     assert measured["refused_not_again"] and measured["eval_customers"] == ["heldout-known", "varied"]
+    assert measured["reason_follows_proposal"]
 
 
 def test_refused_not_again_reaches_the_view_only_with_the_proposal_template():
@@ -92,7 +97,9 @@ def test_refused_not_again_reaches_the_view_only_with_the_proposal_template():
 
 
 def test_reason_follows_proposal_reaches_the_view_only_with_the_proposal_template():
-    tiny = get_recipe("cpu-tiny")
-    on = with_overrides(tiny, ["reason_follows_proposal=true"])
-    assert on.view.reason_follows_proposal and not tiny.view.reason_follows_proposal
+    tiny = get_recipe("cpu-tiny")  # on since session 48 (`dev-reason-calls`)
+    off = with_overrides(tiny, ["reason_follows_proposal=false"])
+    on = with_overrides(off, ["reason_follows_proposal=true"])
+    assert on.view.reason_follows_proposal and tiny.view.reason_follows_proposal
+    assert not off.view.reason_follows_proposal
     assert not with_overrides(on, ["proposal_template=false"]).view.reason_follows_proposal
