@@ -90,6 +90,8 @@ def test_grpo_rows_train_with_the_recipes_customer_and_static_query_with_the_sta
 
 
 def test_a_worker_takes_only_the_sandboxes_it_can_use():
-    # a step's 64 rollouts and the pool's 16 spares, or the harness's two per concurrent episode
-    assert sandboxes_needed(RECIPE) == 64 + 16
+    # the harness's two per concurrent episode (cpu-tiny evaluates 64 at once), or a step's 64
+    # rollouts and the pool's 16 spares, whichever is more
+    assert sandboxes_needed(RECIPE) == 2 * 64
+    assert sandboxes_needed(RECIPE.model_copy(update={"eval_concurrency": 32})) == 64 + 16
     assert sandboxes_needed(RECIPE.model_copy(update={"eval_concurrency": 48})) == 96
