@@ -46,7 +46,6 @@ def measure(out: Path, model_name: str, customer: str, levels: list[int], n_task
     tasks = load_tasks(out / "tasks" / f"{recipe.eval_set}.json")[:n_tasks]
     torch.set_num_threads(threads)
     rows: list[dict[str, Any]] = []
-    warm_up = True
     sandboxes = 2 * max(levels)
     with ExperimentEnv(database_url, resolve_store(recipe.store, None), recipe.store, 4,
                        max_sandboxes=sandboxes) as env:
@@ -55,7 +54,7 @@ def measure(out: Path, model_name: str, customer: str, levels: list[int], n_task
         model.eval()
         # an untimed pass first: the first evaluation also makes the snapshot's sandboxes and the
         # tasks' gold states, which would count against whichever level came first
-        for level in [max(levels), *levels]:
+        for i, level in enumerate([max(levels), *levels]):
             engine = LocalPolicy(model, tok, greedy=trials == 1, max_new_tokens=recipe.max_new_tokens,
                                  max_context=recipe.max_context, view=stages.view, max_batch=max(64, level),
                                  lockstep=True)
@@ -66,8 +65,7 @@ def measure(out: Path, model_name: str, customer: str, levels: list[int], n_task
                 limits=EpisodeLimits(max_turns=recipe.max_turns), snapshots={recipe.store: env.snapshot},
                 max_sandboxes=sandboxes))
             seconds = time.perf_counter() - start
-            if warm_up:
-                warm_up = False
+            if i == 0:
                 continue
             scored = [t for t in result.trajectories if t.excluded is None]
             rows.append({"concurrency": level, "episodes": len(result.trajectories), "seconds": round(seconds, 1),

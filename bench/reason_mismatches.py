@@ -49,8 +49,8 @@ def count(path: Path) -> dict[str, int]:
             if m.get("role") != "assistant":
                 continue
             text = m.get("content") or ""
-            if R.asks_confirmation(text) and named_reason(text):
-                proposed = named_reason(text)
+            if R.asks_confirmation(text):
+                proposed = named_reason(text) or proposed
             for call in m.get("tool_calls") or []:
                 if call.get("function", {}).get("name") != CANCEL:
                     continue
