@@ -1,21 +1,24 @@
 """Per-row constraint state for batched generation: rows outside a tool call are free; a row that
-writes `<tool_call>` is held to its grammar (rl/chat/call_grammar.py) until it writes `</tool_call>`,
-its identifier slots to the references its conversation has shown, its copied values to spans of
-what the customer said; with `text_refs` its free text names only shown references (a model that
-says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody mentioned);
-with `copy_numbers`, free text that writes a number the customer said goes on in the customer's
-words to the end of their phrase (`held_copy`, rl/chat/copy_spans.py: a confirmation that names the
-house number names the customer's street, not one the model makes up); with `products` (per row, the
-product names its conversation's lookups showed), a capitalised word after "the " in free text is
-one of those names (rl/chat/product_names.py: a return proposal names a product of the order, not
-the one the model saw most in training); with `proposal`, free text that writes "To confirm, I
-will" goes on in one of the teacher's proposal templates to its "(yes/no)?" (rl/chat/
-proposal_template.py), the other masks narrowing its slots where they agree with it; a row that may
-not propose yet (`may_propose`: no lookup has shown an order's or the customer's record) does not
-begin one; with `refused` (per row, the (order reference, reason) cancellations its customer said no
-to), a cancellation of such an order names the other reason (rl/chat/refused_reasons.py); with
-`reasons` (per row, the reason the proposal just before the turn named), a call's reason is that one
-(rl/chat/proposed_reason.py)."""
+writes `<tool_call>` is held to its grammar (rl/chat/call_grammar.py) until it writes
+`</tool_call>`, its identifier slots to the references its conversation has shown, its copied values
+to spans of what the customer said; with `text_refs` its free text names only shown references (a
+model that says "cancel order `<order_2>`" when only `<order_1>` was named names an order nobody
+mentioned); with `text_shown` (per row) in place of the shown references where a row's free text may
+name fewer (not an item's reference); with `copy_numbers`, free text that writes a number the
+customer said goes on in the customer's words to the end of their phrase (`held_copy`,
+rl/chat/copy_spans.py: a confirmation that names the house number names the customer's street, not
+one the model makes up); with `products` (per row, the product names its conversation's lookups
+showed), a capitalised word after "the " in free text is one of those names
+(rl/chat/product_names.py: a return proposal names a product of the order, not the one the model saw
+most in training); with `proposal`, free text that writes "To confirm, I will" goes on in one of the
+teacher's proposal templates to its "(yes/no)?" (rl/chat/proposal_template.py), the other masks
+narrowing its slots where they agree with it; a row that may not propose yet (`may_propose`: no
+lookup has shown an order's or the customer's record) does not begin one; with `refused` (per row,
+the (order reference, reason) cancellations its customer said no to), a cancellation of such an
+order names the other reason (rl/chat/refused_reasons.py); with `reasons` (per row, the reason the
+proposal just before the turn named), a call's reason is that one (rl/chat/proposed_reason.py); with
+`status_answers`, the word after "is currently" in free text is the status of an order in the row's
+`orders` (rl/chat/status_answer.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from rl.chat.proposal_template import TRIGGER, ProposalTemplate
 from rl.chat.proposal_template import State as ProposalState
 from rl.chat.proposed_reason import reason_mask
 from rl.chat.refused_reasons import other_reason_mask
+from rl.chat.status_answer import open_slot as status_slot
 from rl.chat.token_masks import ids_mask
 
 if TYPE_CHECKING:
@@ -65,7 +69,8 @@ class CallConstraint:
                  orders: list[dict[str, str] | None] | None = None,
                  may_propose: list[bool] | None = None,
                  refused: list[frozenset[tuple[str, str]]] | None = None,
-                 reasons: list[str | None] | None = None) -> None:
+                 reasons: list[str | None] | None = None,
+                 text_shown: list[frozenset[str] | None] | None = None, status_answers: bool = False) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -101,10 +106,17 @@ class CallConstraint:
         self.reasons = list(reasons) if reasons is not None else [None] * len(grammars)
         if len(self.reasons) != len(grammars):
             raise ValueError("one proposed reason (or None) per row")
+        # per row, the references its free text may write where they are fewer than those shown (an
+        # item's reference, which the teacher's text never writes), or None: the shown ones
+        text_shown = list(text_shown) if text_shown is not None else [None] * len(grammars)
+        if len(text_shown) != len(grammars):
+            raise ValueError("one set of free-text references (or None) per row")
         # per row, the reference tokens its free text may not write (those not shown), or None
         self.unshown: list[torch.Tensor | None] = [
-            g.unshown_ids(r) if text_refs and g is not None and r is not None else None
-            for g, r in zip(self.grammars, self.shown, strict=True)]
+            g.unshown_ids(t if t is not None else r) if text_refs and g is not None and r is not None else None
+            for g, r, t in zip(self.grammars, self.shown, text_shown, strict=True)]
+        # the word after "is currently" in a row's free text is the status of an order in `orders`
+        self.status_answers = status_answers
         self.masked: list[int] = []  # the rows whose logits the last `mask_logits` changed
         self._shown_only_masks: dict[int, torch.Tensor] = {}
         self._status_masks: dict[tuple[int, str], torch.Tensor | None] = {}
@@ -121,8 +133,10 @@ class CallConstraint:
         proposing = {i for i, s in enumerate(self.states) if s is None and self.proposing[i] is not None}
         held = {i: m for i, s in enumerate(self.states)
                 if s is None and i not in proposing and (m := self._held_back(i)) is not None}
+        stated = {i: m for i, s in enumerate(self.states)
+                  if s is None and i not in proposing and (m := self._status(i)) is not None}
         free = [i for i, s in enumerate(self.states) if s is None and (
-            self.unshown[i] is not None or i in copies or i in named or i in proposing or i in held)]
+            self.unshown[i] is not None or i in copies or i in named or i in proposing or i in held or i in stated)]
         self.masked = []
         if not rows and not free:
             return logits
@@ -141,6 +155,8 @@ class CallConstraint:
                 _keep_only(out, i, named[i])
             if i in held and bool(torch.isfinite(out[i, : held[i].shape[0]][held[i].to(out.device)]).any()):
                 _keep_only(out, i, held[i])  # a copy or a name that leaves nothing else wins
+            if i in stated:
+                _keep_only(out, i, stated[i])
             self.masked.append(i)
         for i in rows:
             g, s = self.grammars[i], self.states[i]
@@ -235,6 +251,15 @@ class CallConstraint:
         value = held_copy(self.free[row], said_spans(said))
         return g.text_copy_mask(value, said) if value is not None else None
 
+    def _status(self, row: int) -> torch.Tensor | None:
+        """The mask of a free-text row at or inside a status slot (with `status_answers`), else None."""
+        g, orders = self.grammars[row], self.orders[row]
+        if not self.status_answers or g is None or not orders:
+            return None
+        statuses = frozenset(orders.values())
+        value = status_slot(self.free[row], statuses)
+        return g.status_mask(value, statuses) if value is not None else None
+
     def _product(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row at or inside a product slot, else None."""
         g, names = self.grammars[row], self.products[row]
@@ -264,8 +289,8 @@ class CallConstraint:
         if s is None:
             if token_id == g.open_id:
                 self.states[row], self.written[row] = g.start(), ""
-            elif (self.copy_numbers or self.products[row] is not None or self.proposal is not None) \
-                    and 0 <= token_id < g.vocab_size:
+            elif (self.copy_numbers or self.products[row] is not None or self.proposal is not None
+                  or self.status_answers) and 0 <= token_id < g.vocab_size:
                 text = g.texts[token_id] or ""
                 self.free[row] += text
                 if self.proposal is not None:

@@ -29,6 +29,7 @@ from rl.chat.format import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from rl.chat.lru import LRUCache
 from rl.chat.product_names import allowed_tokens, slots_fit
 from rl.chat.proposal_template import ProposalTemplate
+from rl.chat.status_answer import allowed_tokens as status_tokens
 from rl.chat.token_masks import ids_mask
 from rl.chat.views import REF_PATTERN
 
@@ -259,6 +260,16 @@ class ToolCallGrammar:
         if slots_fit(slot, ()):  # no name begun: a turn may end, a special token follow
             keep += [i for i, t in enumerate(self.texts) if t is None]
         return ids_mask(keep, self.vocab_size) if keep else None
+
+    def status_mask(self, value: str, statuses: frozenset[str]) -> torch.Tensor | None:
+        """For free text at or inside a status slot holding `value` (rl/chat/status_answer.py
+        `open_slot`), the tokens that keep it on its way to one of `statuses`; None when no token
+        would (then the text is free). Cached like `copy_mask`."""
+        def make() -> torch.Tensor | None:
+            keep = status_tokens(value, statuses, self.texts)
+            return ids_mask(keep, self.vocab_size) if keep else None
+
+        return self._copy_masks.get_or_make((None, "status:" + value, tuple(sorted(statuses))), make)
 
     def text_copy_mask(self, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
         """For free text in the middle of copying `value` (`held_copy`, rl/chat/copy_spans.py), the

@@ -231,6 +231,13 @@ class ChatView:
     copied_params: tuple[str, ...] = ()
     # with constrain_calls and refs: free text names only references the conversation has shown
     shown_refs_in_text: bool = False
+    # with shown_refs_in_text and without item_refs: free text names no reference a lookup showed as
+    # an item id (the teacher names items by product; the one number its text writes is a tracking
+    # number, and a tiny model wrote an item's reference there: rl/policies/local.py `item_nums`)
+    no_item_refs_in_text: bool = False
+    # with proposals_by_status: the word after "is currently" in free text is the status of an order
+    # the conversation looked up (rl/chat/status_answer.py)
+    status_answers: bool = False
     # with constrain_calls: free text that writes a number the customer said (a house number) goes
     # on in the customer's words to the end of their phrase (rl/chat/copy_spans.py `held_copy`)
     copy_said_numbers: bool = False
@@ -370,6 +377,7 @@ class ChatView:
                 "shuffle_refs": self.shuffle_refs,
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
+                "no_item_refs_in_text": self.no_item_refs_in_text, "status_answers": self.status_answers,
                 "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
                 "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
@@ -395,6 +403,8 @@ class ChatView:
                    spaced_values=bool(view.get("spaced_values")),
                    copied_params=tuple(view.get("copied_params") or ()),
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
+                   no_item_refs_in_text=bool(view.get("no_item_refs_in_text")),
+                   status_answers=bool(view.get("status_answers")),
                    copy_said_numbers=bool(view.get("copy_said_numbers")),
                    copy_product_names=bool(view.get("copy_product_names")),
                    identified_calls=bool(view.get("identified_calls")),

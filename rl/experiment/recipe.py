@@ -104,6 +104,15 @@ class ExperimentRecipe(BaseModel):
     # an agent's free text names only references its conversation has shown (rl/chat/call_grammar.py
     # `CallConstraint`); only with refs and constrain_calls
     shown_refs_in_text: bool = True
+    # with shown_refs_in_text: free text names no reference a lookup showed as an item id (the
+    # teacher's free text names items by product, and the one number it writes is an order's
+    # tracking number: on task seed 41 the cold start wrote an item's reference there, `dev-41`,
+    # bench/results/README.md); decoding only; not with item_refs
+    no_item_refs_in_text: bool = False
+    # with proposals_by_status: the word after "is currently" in free text is the status of an order
+    # the conversation looked up (on task seed 41 the cold start answered "delivered" for cancelled
+    # orders, `dev-41`); decoding only
+    status_answers: bool = False
     # free text that writes a number the customer said (a house number) goes on in the customer's
     # words to the end of their phrase (rl/chat/copy_spans.py `held_copy`): a confirmation names the
     # customer's street, not one the model spells from memory; only with constrain_calls
@@ -248,6 +257,10 @@ class ExperimentRecipe(BaseModel):
                         constrain_calls=self.constrain_calls, spaced_values=self.spaced_values,
                         copied_params=SAID_PARAMS if self.copy_values and self.constrain_calls else (),
                         shown_refs_in_text=self.shown_refs_in_text and self.refs and self.constrain_calls,
+                        no_item_refs_in_text=self.no_item_refs_in_text and self.shown_refs_in_text and self.refs
+                        and self.constrain_calls and not self.item_refs,
+                        status_answers=self.status_answers and self.proposals_by_status and self.proposal_template
+                        and self.refs and self.constrain_calls,
                         copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
                         copy_product_names=self.copy_product_names and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,

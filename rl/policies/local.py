@@ -39,7 +39,9 @@ in the turn after a proposal the identifiers of a call are those the proposal na
 `proposals_by_status`, a proposal offers only actions the status of an order it looked up allows; with
 `propose_after_lookup`, none begins before a lookup has shown an order or the customer; with
 `refused_not_again`, a cancellation the customer refused is not proposed again with that reason; with
-`reason_follows_proposal`, a cancellation in the turn after a proposal writes the proposal's reason); the trace
+`reason_follows_proposal`, a cancellation in the turn after a proposal writes the proposal's reason; with
+`no_item_refs_in_text`, free text names no reference a lookup showed as an item id; with `status_answers`,
+the word after "is currently" is the status of an order it looked up); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -177,6 +179,7 @@ class _Episode:
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     products: tuple[str, ...] = ()  # product names its tool results showed (with `copy_product_names`)
     item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product name -> its items' references
+    item_nums: set[str] = field(default_factory=set)  # references lookups showed as item ids (`no_item_refs_in_text`)
     last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
     order_status: dict[str, str] = field(default_factory=dict)  # order reference -> status its lookups showed
     looked_up: bool = False  # a lookup has shown an order's or the customer's record (`propose_after_lookup`)
@@ -200,6 +203,7 @@ class RowLimits:
     may_propose: bool = True  # whether a proposal may begin (with `propose_after_lookup`: after a lookup)
     refused: frozenset[tuple[str, str]] = frozenset()  # cancellations refused (with `refused_not_again`)
     reason: str | None = None  # the reason a call writes (with `reason_follows_proposal`: the proposal's)
+    text_shown: frozenset[str] | None = None  # references free text may write (None: `shown`)
 
 
 @dataclass
@@ -296,7 +300,9 @@ class LocalPolicy:
         refused = frozenset(ep.refused) if grammar is not None and self.view.refused_not_again else frozenset()
         reason = proposed_reason(ep.last_said) if grammar is not None and self.view.reason_follows_proposal \
             and confirming else None
-        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused, reason)
+        text_shown = shown - ep.item_nums if shown is not None and self.view.no_item_refs_in_text else None
+        limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused, reason,
+                           text_shown)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
         self._changed.set()
         if self._worker is None or self._worker.done():
@@ -404,6 +410,8 @@ class LocalPolicy:
                         ep.order_status.update(order_statuses(outputs[-1]))
                     if self.view.propose_after_lookup and shows_record(outputs[-1]):
                         ep.looked_up = True
+                    if self.view.no_item_refs_in_text:
+                        ep.item_nums.update(item_names(outputs[-1]))
                     if self.view.writes_follow_proposal:
                         for ref, name in item_names(outputs[-1]).items():
                             ep.item_refs[name] = tuple(dict.fromkeys((*ep.item_refs.get(name, ()), ref)))
@@ -536,7 +544,8 @@ class LocalPolicy:
                               products=[lim.products for lim in limits], proposal=template,
                               said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits],
                               may_propose=[lim.may_propose for lim in limits],
-                              refused=[lim.refused for lim in limits], reasons=[lim.reason for lim in limits])
+                              refused=[lim.refused for lim in limits], reasons=[lim.reason for lim in limits],
+                              text_shown=[lim.text_shown for lim in limits], status_answers=self.view.status_answers)
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -103,3 +103,17 @@ def test_reason_follows_proposal_reaches_the_view_only_with_the_proposal_templat
     assert on.view.reason_follows_proposal and tiny.view.reason_follows_proposal
     assert not off.view.reason_follows_proposal
     assert not with_overrides(on, ["proposal_template=false"]).view.reason_follows_proposal
+
+
+def test_no_item_refs_in_text_reaches_the_view_only_with_shown_refs_in_text_and_without_item_refs():
+    on = with_overrides(get_recipe("cpu-tiny"), ["no_item_refs_in_text=true"])
+    assert on.view.no_item_refs_in_text
+    assert not with_overrides(on, ["no_item_refs_in_text=false"]).view.no_item_refs_in_text
+    assert not with_overrides(on, ["shown_refs_in_text=false"]).view.no_item_refs_in_text
+    assert not with_overrides(on, ["item_refs=true"]).view.no_item_refs_in_text  # items named by reference
+
+
+def test_status_answers_reach_the_view_only_with_proposals_by_status():
+    on = with_overrides(get_recipe("cpu-tiny"), ["status_answers=true"])
+    assert on.view.status_answers and not get_recipe("cpu-tiny").view.status_answers
+    assert not with_overrides(on, ["proposals_by_status=false"]).view.status_answers
