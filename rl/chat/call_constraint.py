@@ -18,7 +18,9 @@ the (order reference, reason) cancellations its customer said no to), a cancella
 order names the other reason (rl/chat/refused_reasons.py); with `reasons` (per row, the reason the
 proposal just before the turn named), a call's reason is that one (rl/chat/proposed_reason.py); with
 `status_answers`, the word after "is currently" in free text is the status of an order in the row's
-`orders` (rl/chat/status_answer.py)."""
+`orders` (rl/chat/status_answer.py); with `refusals_by_status`, the word after "is already" is the
+status of the order it names, never "pending", and the phrase is not written of an order with no
+other status."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from rl.chat.proposal_template import State as ProposalState
 from rl.chat.proposed_reason import reason_mask
 from rl.chat.refused_reasons import other_reason_mask
 from rl.chat.status_answer import open_slot as status_slot
+from rl.chat.status_answer import refusal_done, refusal_slot
 from rl.chat.token_masks import ids_mask
 
 if TYPE_CHECKING:
@@ -70,7 +73,8 @@ class CallConstraint:
                  may_propose: list[bool] | None = None,
                  refused: list[frozenset[tuple[str, str]]] | None = None,
                  reasons: list[str | None] | None = None,
-                 text_shown: list[frozenset[str] | None] | None = None, status_answers: bool = False) -> None:
+                 text_shown: list[frozenset[str] | None] | None = None, status_answers: bool = False,
+                 refusals_by_status: bool = False) -> None:
         self.shown = list(shown) if shown is not None else [None] * len(grammars)
         self.said = list(said) if said is not None else [()] * len(grammars)
         if len(self.shown) != len(grammars) or len(self.said) != len(grammars):
@@ -117,6 +121,8 @@ class CallConstraint:
             for g, r, t in zip(self.grammars, self.shown, text_shown, strict=True)]
         # the word after "is currently" in a row's free text is the status of an order in `orders`
         self.status_answers = status_answers
+        # the word after "is already" (a refusal) is the named order's status in `orders`, never "pending"
+        self.refusals_by_status = refusals_by_status
         self.masked: list[int] = []  # the rows whose logits the last `mask_logits` changed
         self._shown_only_masks: dict[int, torch.Tensor] = {}
         self._status_masks: dict[tuple[int, str], torch.Tensor | None] = {}
@@ -252,13 +258,24 @@ class CallConstraint:
         return g.text_copy_mask(value, said) if value is not None else None
 
     def _status(self, row: int) -> torch.Tensor | None:
-        """The mask of a free-text row at or inside a status slot (with `status_answers`), else None."""
+        """The mask of a free-text row at or inside a status slot (with `status_answers`) or a
+        refusal's (with `refusals_by_status`), or about to write a refusal the order's status does not
+        allow, else None."""
         g, orders = self.grammars[row], self.orders[row]
-        if not self.status_answers or g is None or not orders:
+        if g is None or orders is None:
             return None
-        statuses = frozenset(orders.values())
-        value = status_slot(self.free[row], statuses)
-        return g.status_mask(value, statuses) if value is not None else None
+        if self.status_answers and orders:
+            statuses = frozenset(orders.values())
+            value = status_slot(self.free[row], statuses)
+            if value is not None:
+                return g.status_mask(value, statuses)
+        if self.refusals_by_status:
+            slot = refusal_slot(self.free[row], orders)
+            if slot is not None:
+                return g.status_mask(*slot)
+            done = refusal_done(self.free[row], orders)
+            return g.refusal_hold_mask(done) if done is not None else None
+        return None
 
     def _product(self, row: int) -> torch.Tensor | None:
         """The mask of a free-text row at or inside a product slot, else None."""
@@ -290,7 +307,7 @@ class CallConstraint:
             if token_id == g.open_id:
                 self.states[row], self.written[row] = g.start(), ""
             elif (self.copy_numbers or self.products[row] is not None or self.proposal is not None
-                  or self.status_answers) and 0 <= token_id < g.vocab_size:
+                  or self.status_answers or self.refusals_by_status) and 0 <= token_id < g.vocab_size:
                 text = g.texts[token_id] or ""
                 self.free[row] += text
                 if self.proposal is not None:

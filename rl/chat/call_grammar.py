@@ -30,6 +30,7 @@ from rl.chat.lru import LRUCache
 from rl.chat.product_names import allowed_tokens, slots_fit
 from rl.chat.proposal_template import ProposalTemplate
 from rl.chat.status_answer import allowed_tokens as status_tokens
+from rl.chat.status_answer import completing as refusal_completing
 from rl.chat.token_masks import ids_mask
 from rl.chat.views import REF_PATTERN
 
@@ -270,6 +271,16 @@ class ToolCallGrammar:
             return ids_mask(keep, self.vocab_size) if keep else None
 
         return self._copy_masks.get_or_make((None, "status:" + value, tuple(sorted(statuses))), make)
+
+    def refusal_hold_mask(self, done: int) -> torch.Tensor | None:
+        """The tokens free text ending with the first `done` characters of "is already" may write when
+        the order it names has no status a refusal may give it: all but those completing the phrase
+        (rl/chat/status_answer.py `completing`); None when none would. Cached like `copy_mask`."""
+        def make() -> torch.Tensor | None:
+            held = refusal_completing(done, self.texts)
+            return ~ids_mask(held, self.vocab_size) if held else None
+
+        return self._copy_masks.get_or_make((None, f"refusal:{done}", ()), make)
 
     def text_copy_mask(self, value: str, said: tuple[str, ...]) -> torch.Tensor | None:
         """For free text in the middle of copying `value` (`held_copy`, rl/chat/copy_spans.py), the

@@ -238,6 +238,9 @@ class ChatView:
     # with proposals_by_status: the word after "is currently" in free text is the status of an order
     # the conversation looked up (rl/chat/status_answer.py)
     status_answers: bool = False
+    # with proposals_by_status: the word after "is already" in free text (the teacher's refusal) is
+    # the named order's looked-up status, never "pending" (rl/chat/status_answer.py)
+    refusals_by_status: bool = False
     # with constrain_calls: free text that writes a number the customer said (a house number) goes
     # on in the customer's words to the end of their phrase (rl/chat/copy_spans.py `held_copy`)
     copy_said_numbers: bool = False
@@ -378,6 +381,7 @@ class ChatView:
                 "constrain_calls": self.constrain_calls, "spaced_values": self.spaced_values,
                 "copied_params": list(self.copied_params), "shown_refs_in_text": self.shown_refs_in_text,
                 "no_item_refs_in_text": self.no_item_refs_in_text, "status_answers": self.status_answers,
+                "refusals_by_status": self.refusals_by_status,
                 "copy_said_numbers": self.copy_said_numbers, "copy_product_names": self.copy_product_names,
                 "identified_calls": self.identified_calls,
                 "item_refs": self.item_refs, "payment_refs": self.payment_refs,
@@ -405,6 +409,7 @@ class ChatView:
                    shown_refs_in_text=bool(view.get("shown_refs_in_text")),
                    no_item_refs_in_text=bool(view.get("no_item_refs_in_text")),
                    status_answers=bool(view.get("status_answers")),
+                   refusals_by_status=bool(view.get("refusals_by_status")),
                    copy_said_numbers=bool(view.get("copy_said_numbers")),
                    copy_product_names=bool(view.get("copy_product_names")),
                    identified_calls=bool(view.get("identified_calls")),

@@ -113,6 +113,10 @@ class ExperimentRecipe(BaseModel):
     # the conversation looked up (on task seed 41 the cold start answered "delivered" for cancelled
     # orders, `dev-41`); decoding only
     status_answers: bool = False
+    # with proposals_by_status: the word after "is already" in free text (the teacher's refusal of a
+    # cancellation) is the named order's looked-up status, never "pending" (after GRPO one seed of
+    # `dev-41` refused pending orders as "already delivered"); decoding only
+    refusals_by_status: bool = False
     # free text that writes a number the customer said (a house number) goes on in the customer's
     # words to the end of their phrase (rl/chat/copy_spans.py `held_copy`): a confirmation names the
     # customer's street, not one the model spells from memory; only with constrain_calls
@@ -261,6 +265,8 @@ class ExperimentRecipe(BaseModel):
                         and self.constrain_calls and not self.item_refs,
                         status_answers=self.status_answers and self.proposals_by_status and self.proposal_template
                         and self.refs and self.constrain_calls,
+                        refusals_by_status=self.refusals_by_status and self.proposals_by_status
+                        and self.proposal_template and self.refs and self.constrain_calls,
                         copy_said_numbers=self.copy_said_numbers and self.constrain_calls,
                         copy_product_names=self.copy_product_names and self.constrain_calls,
                         identified_calls=self.identified_calls and self.refs and self.constrain_calls,

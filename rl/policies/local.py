@@ -41,7 +41,8 @@ in the turn after a proposal the identifiers of a call are those the proposal na
 `refused_not_again`, a cancellation the customer refused is not proposed again with that reason; with
 `reason_follows_proposal`, a cancellation in the turn after a proposal writes the proposal's reason; with
 `no_item_refs_in_text`, free text names no reference a lookup showed as an item id; with `status_answers`,
-the word after "is currently" is the status of an order it looked up); the trace
+the word after "is currently" is the status of an order it looked up; with `refusals_by_status`, a
+refusal's "is already" names the named order's status, never "pending"); the trace
 keeps the unmasked log-probs and, for every token chosen under the constraint, what it allowed and
 the log-prob under it (what GRPO trains on with `constrained_logprobs`). With `adopt_history` (serving,
 where clients send whole conversations), assistant turns the policy did not write are shown to the model
@@ -545,7 +546,8 @@ class LocalPolicy:
                               said_items=self.view.proposal_said_items, orders=[lim.orders for lim in limits],
                               may_propose=[lim.may_propose for lim in limits],
                               refused=[lim.refused for lim in limits], reasons=[lim.reason for lim in limits],
-                              text_shown=[lim.text_shown for lim in limits], status_answers=self.view.status_answers)
+                              text_shown=[lim.text_shown for lim in limits], status_answers=self.view.status_answers,
+                              refusals_by_status=self.view.refusals_by_status)
 
     def _remember_system(self, ep: _Episode) -> None:
         """Keep the key/value cache of `ep`'s system turn for new conversations that start with the same

@@ -117,3 +117,9 @@ def test_status_answers_reach_the_view_only_with_proposals_by_status():
     on = with_overrides(get_recipe("cpu-tiny"), ["status_answers=true"])
     assert on.view.status_answers and not get_recipe("cpu-tiny").view.status_answers
     assert not with_overrides(on, ["proposals_by_status=false"]).view.status_answers
+
+
+def test_refusals_by_status_reach_the_view_only_with_proposals_by_status():
+    on = with_overrides(get_recipe("cpu-tiny"), ["refusals_by_status=true"])
+    assert on.view.refusals_by_status and not get_recipe("cpu-tiny").view.refusals_by_status
+    assert not with_overrides(on, ["proposals_by_status=false"]).view.refusals_by_status

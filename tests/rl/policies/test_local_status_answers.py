@@ -2,7 +2,8 @@
 names no reference a lookup showed as an item id: a model that answers a tracking question with an
 item's reference (what the cold start of task seed 41 did, `dev-41` in bench/results/README.md)
 writes the tracking number's instead. With `status_answers`, the word after "is currently" is the
-status the lookup showed, not the one the model saw most in training."""
+status the lookup showed, not the one the model saw most in training. With `refusals_by_status`, a
+refusal's "is already" names the order's status, and is not said of a pending order."""
 
 import asyncio
 import json
@@ -12,8 +13,6 @@ import torch
 from rl.chat.call_constraint import CallConstraint
 from rl.chat.call_grammar import ToolCallGrammar
 from rl.chat.format import render_conversation
-from rl.chat.status_answer import allowed_tokens as status_tokens
-from rl.chat.status_answer import open_slot as status_slot
 from rl.chat.views import REF_TOKENS, ChatView
 from rl.models.tiny import TinyQwen3Recipe, build_tiny_model
 from rl.models.tokenizer import encode, train_bpe
@@ -25,6 +24,8 @@ VIEW = ChatView(refs=True, constrain_calls=True, shown_refs_in_text=True, compac
                 compact_results=True)
 ITEM, TRACKING = "1111111111", "222222222222"
 ANSWER = "Order <order_1> is currently delivered; its tracking number is <num_1>."  # <num_1>: the item
+REFUSAL = "I understand, but I'm afraid I can't: order <order_1> is already delivered, and only pending orders " \
+          "can be cancelled."
 MESSAGES = [
     {"role": "system", "content": "agent"},
     {"role": "user", "content": "What is the status of order #W1234567, and its tracking number?"},
@@ -40,16 +41,18 @@ MESSAGES = [
 def _tok():
     texts = [render_conversation([{"role": "user", "content": f"status of <order_{i % 3 + 1}> please"},
                                   {"role": "assistant", "content": ANSWER.replace("<num_1>", f"<num_{i % 3 + 1}>")
-                                   .replace("delivered", ("delivered", "cancelled", "processed")[i % 3])}])
+                                   .replace("delivered", ("delivered", "cancelled", "processed")[i % 3])},
+                                  {"role": "assistant", "content": REFUSAL.replace("delivered", ("delivered",
+                                                                                    "processed", "pending")[i % 3])}])
              for i in range(30)]
     return train_bpe(texts, vocab_size=400, extra_tokens=VIEW.extra_tokens)
 
 
-def _steer(model, tok) -> None:
+def _steer(model, tok, answer: str = ANSWER) -> None:
     """Make the model answer `ANSWER` (an item's reference as the tracking number): a hook adds a large
     logit to the answer's token at each position of the reply, and a smaller one to every number
     reference where the answer writes one (a real model's forward: it would write some number there)."""
-    reply = encode(tok, ANSWER) + [tok.eos_token_id]
+    reply = encode(tok, answer) + [tok.eos_token_id]
     nums = [tok.convert_tokens_to_ids(t) for t in REF_TOKENS if t.startswith("<num_")]
     start = {}
 
@@ -105,15 +108,24 @@ def test_the_status_answer_is_the_one_the_lookup_showed():
         "Order #W1234567 is currently cancelled")
 
 
-def test_a_status_slot_holds_what_the_lookups_showed():
-    shown = frozenset({"cancelled", "pending"})
-    assert status_slot("Order <order_1> is currently", shown) == ""
-    assert status_slot("Order <order_1> is currently canc", shown) == " canc"
-    assert status_slot("Order <order_1> is currently cancelled", shown) is None  # whole: free again
-    assert status_slot("Order <order_1> is delivered", shown) is None
-    texts = [" cancelled", " canc", "elled;", " delivered", " pending.", "x", None]
-    assert [texts[i] for i in status_tokens("", shown, texts)] == [" cancelled", " canc", " pending."]
-    assert [texts[i] for i in status_tokens(" canc", shown, texts)] == ["elled;"]
+def test_a_refusal_names_the_orders_status_and_is_not_said_of_a_pending_order():
+    tok = _tok()
+    torch.manual_seed(3)
+    model = build_tiny_model(tok, TinyQwen3Recipe(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                                  num_key_value_heads=1, head_dim=16, intermediate_size=64)).eval()
+    _steer(model, tok, REFUSAL)  # "... order <order_1> is already delivered, ..."
+    view = ChatView(**{**VIEW.__dict__, "proposal_template": True, "proposals_by_status": True})
+
+    def reply(view, status):
+        assert ChatView.from_manifest(view.describe()) == view
+        record = MESSAGES[3]["content"].replace('"delivered"', f'"{status}"')
+        policy = LocalPolicy(model, tok, max_new_tokens=60, view=view, greedy=True, seed=1, adopt_history=True)
+        return asyncio.run(policy.act("e", [*MESSAGES[:3], {**MESSAGES[3], "content": record}], TOOLS))["content"]
+
+    held = ChatView(**{**view.__dict__, "refusals_by_status": True})
+    assert "order #W1234567 is already delivered" in reply(view, "pending")  # the lookup said pending
+    assert "is already" not in reply(held, "pending")
+    assert "order #W1234567 is already processed" in reply(held, "processed")
 
 
 def test_the_mask_rules_out_the_references_free_text_may_not_write():
