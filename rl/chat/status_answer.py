@@ -35,12 +35,13 @@ def open_slot(free: str, statuses: frozenset[str]) -> str | None:
     or None when it is in none: no trigger, or the status after it is whole or not a shown one."""
     tail = free[-LOOKBACK:]
     at = tail.rfind(TRIGGER)
-    if at < 0 or not statuses:
-        return None
-    value = tail[at + len(TRIGGER):]
-    if any((" " + s).startswith(value) and value != " " + s for s in statuses):
-        return value
-    return None
+    return _begun(tail[at + len(TRIGGER):], statuses) if at >= 0 else None
+
+
+def _begun(value: str, statuses: frozenset[str]) -> str | None:
+    """`value` (what follows a trigger) when it is on its way to " STATUS" for one of `statuses` and
+    not yet whole, else None."""
+    return value if any((" " + s).startswith(value) and value != " " + s for s in statuses) else None
 
 
 def allowed_tokens(value: str, statuses: frozenset[str], texts: list[str | None]) -> list[int]:
@@ -75,10 +76,8 @@ def refusal_slot(free: str, orders: dict[str, str]) -> tuple[str, frozenset[str]
     if at < 0:
         return None
     statuses = refusable(tail[:at], orders)
-    value = tail[at + len(REFUSAL):]
-    if any((" " + s).startswith(value) and value != " " + s for s in statuses):
-        return value, statuses
-    return None
+    value = _begun(tail[at + len(REFUSAL):], statuses)
+    return (value, statuses) if value is not None else None
 
 
 def refusal_done(free: str, orders: dict[str, str]) -> int | None:

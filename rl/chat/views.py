@@ -233,7 +233,7 @@ class ChatView:
     shown_refs_in_text: bool = False
     # with shown_refs_in_text and without item_refs: free text names no reference a lookup showed as
     # an item id (the teacher names items by product; the one number its text writes is a tracking
-    # number, and a tiny model wrote an item's reference there: rl/policies/local.py `item_nums`)
+    # number, and a tiny model wrote an item's reference there: rl/policies/local.py `text_shown`)
     no_item_refs_in_text: bool = False
     # with proposals_by_status: the word after "is currently" in free text is the status of an order
     # the conversation looked up (rl/chat/status_answer.py)

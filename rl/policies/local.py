@@ -179,8 +179,8 @@ class _Episode:
     refs: RefTable | None = None  # the view's references in this conversation
     said: tuple[str, ...] = ()  # the customer's messages as the model read them (copied values come from these)
     products: tuple[str, ...] = ()  # product names its tool results showed (with `copy_product_names`)
-    item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # product name -> its items' references
-    item_nums: set[str] = field(default_factory=set)  # references lookups showed as item ids (`no_item_refs_in_text`)
+    # product name -> its items' references (with `writes_follow_proposal` or `no_item_refs_in_text`)
+    item_refs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     last_said: str = ""  # the agent's last message in words as the model wrote it (with references)
     order_status: dict[str, str] = field(default_factory=dict)  # order reference -> status its lookups showed
     looked_up: bool = False  # a lookup has shown an order's or the customer's record (`propose_after_lookup`)
@@ -301,7 +301,9 @@ class LocalPolicy:
         refused = frozenset(ep.refused) if grammar is not None and self.view.refused_not_again else frozenset()
         reason = proposed_reason(ep.last_said) if grammar is not None and self.view.reason_follows_proposal \
             and confirming else None
-        text_shown = shown - ep.item_nums if shown is not None and self.view.no_item_refs_in_text else None
+        text_shown = None
+        if shown is not None and self.view.no_item_refs_in_text:  # no reference a lookup showed as an item's
+            text_shown = shown - {r for refs in ep.item_refs.values() for r in refs}
         limits = RowLimits(grammar, shown, ep.said if copying else (), products, orders, may_propose, refused, reason,
                            text_shown)
         self._queue.append(_Request(episode_id, list(prompt), fut, limits, ep.key))
@@ -411,9 +413,7 @@ class LocalPolicy:
                         ep.order_status.update(order_statuses(outputs[-1]))
                     if self.view.propose_after_lookup and shows_record(outputs[-1]):
                         ep.looked_up = True
-                    if self.view.no_item_refs_in_text:
-                        ep.item_nums.update(item_names(outputs[-1]))
-                    if self.view.writes_follow_proposal:
+                    if self.view.writes_follow_proposal or self.view.no_item_refs_in_text:
                         for ref, name in item_names(outputs[-1]).items():
                             ep.item_refs[name] = tuple(dict.fromkeys((*ep.item_refs.get(name, ()), ref)))
                     i += 1
